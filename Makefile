@@ -1,0 +1,53 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+# Everything else is for developers. Build trees live under build/.
+
+JOBS ?= $(shell nproc)
+CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+
+.PHONY: deps release run test asan tsan bench format format-check lint clean
+
+deps:
+	@scripts/install-deps.sh
+
+release: deps
+	cmake -S . -B build/release $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release
+	cmake --build build/release -j $(JOBS)
+
+# Until the server exists, `make run` runs the embedded demo on ./data.
+run: release
+	./build/release/examples/chronoq-demo --data ./data
+
+# The CI configuration: Debug, ASan+UBSan, warnings as errors, every test.
+asan: deps
+	cmake -S . -B build/asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCHRONOQ_SANITIZE="address;undefined" -DCHRONOQ_WERROR=ON
+	cmake --build build/asan -j $(JOBS)
+
+test: asan
+	cd build/asan && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+tsan: deps
+	cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCHRONOQ_SANITIZE=thread -DCHRONOQ_WERROR=ON
+	cmake --build build/tsan -j $(JOBS)
+	cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+# Runs the load generator on the embedded target; see docs/BENCHMARKS.md.
+bench: release
+	./build/release/bench/chronoq-bench --workload all --target embedded --dir build/bench-data
+
+SOURCES = $(shell git ls-files '*.cc' '*.h')
+
+format:
+	clang-format -i $(SOURCES)
+
+format-check:
+	clang-format --dry-run -Werror $(SOURCES)
+
+# clang-tidy on the files changed against main (or all with ALL=1).
+lint: asan
+	@files="$$( [ -n "$(ALL)" ] && git ls-files '*.cc' || git diff --name-only main -- '*.cc')"; \
+	  [ -z "$$files" ] || clang-tidy -p build/asan --quiet $$files
+
+clean:
+	rm -rf build

@@ -1,0 +1,28 @@
+# Warning and sanitizer flags are INTERFACE targets linked PRIVATE, so they
+# apply to chronoq's own code and never leak into an embedding program.
+add_library(chronoq_warnings INTERFACE)
+target_compile_options(chronoq_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Woverloaded-virtual)
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  target_compile_options(chronoq_warnings INTERFACE -Wthread-safety)
+endif()
+if(CHRONOQ_WERROR)
+  target_compile_options(chronoq_warnings INTERFACE -Werror)
+endif()
+
+add_library(chronoq_sanitizers INTERFACE)
+if(CHRONOQ_SANITIZE)
+  list(JOIN CHRONOQ_SANITIZE "," _san)
+  target_compile_options(chronoq_sanitizers INTERFACE
+    -fsanitize=${_san} -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  target_link_options(chronoq_sanitizers INTERFACE -fsanitize=${_san})
+endif()
+
+# chronoq_add_test(NAME name SRCS a.cc ... [DEPS libs ...] [LABELS l ...])
+function(chronoq_add_test)
+  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SRCS})
+  target_link_libraries(${T_NAME} PRIVATE chronoq_testing ${T_DEPS}
+    GTest::gmock_main chronoq_warnings chronoq_sanitizers)
+  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 60)
+endfunction()

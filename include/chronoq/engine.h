@@ -1,0 +1,165 @@
+// chronoq/engine.h: the embeddable engine.
+//
+// An Engine stores timed tasks durably in SQLite, hands each one to a worker
+// under a lease when it is due, and retries or redelivers it when the work
+// fails or the worker vanishes.
+//
+//   chronoq::EngineOptions options;
+//   options.path = "data/chronoq.db";
+//   auto engine = chronoq::Engine::Open(options);
+//   if (!engine.ok()) return Fail(engine.status());
+//
+//   chronoq::TaskSpec share;                      // expire share 42 in 7 days
+//   share.queue = "expire-share";
+//   share.id = "share:42";
+//   share.delay = std::chrono::hours(24 * 7);
+//   share.payload = R"({"share":42})";
+//   (*engine)->Enqueue(share);
+//
+//   (*engine)->RegisterHandler("expire-share", {}, [](const chronoq::Lease& l) {
+//     return RevokeShare(l.payload);   // a non-OK Status or an exception retries
+//   });
+//
+// Every call that changes something returns only after the change is
+// committed. Concurrent calls share one commit (group commit), so durability
+// costs latency, not throughput.
+//
+// Thread-safe: every method may be called from any thread, except that
+// handlers must not destroy the Engine that runs them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chronoq/clock.h"
+#include "chronoq/result.h"
+#include "chronoq/status.h"
+#include "chronoq/task.h"
+
+namespace chronoq {
+
+// How much a commit survives: kNormal survives a crash of the process (the
+// write is in the OS before the call returns); kFull also survives power loss
+// (fsync on every commit; slower).
+enum class Durability { kNormal, kFull };
+
+struct EngineOptions {
+  // The SQLite database file; created with its directory if missing.
+  std::string path;
+  // Time source; must outlive the engine. nullptr: the system clock.
+  Clock* clock = nullptr;
+  Durability durability = Durability::kNormal;
+
+  int default_max_attempts = 25;
+  Backoff default_backoff;
+  // How long succeeded and cancelled tasks stay visible before being purged.
+  Duration retention = std::chrono::hours(24);
+
+  // Memory holds only tasks due within `lookahead` from now, and at most
+  // `max_window_tasks` of them; the rest stay on disk until their time nears.
+  Duration lookahead = std::chrono::seconds(60);
+  size_t max_window_tasks = 1'000'000;
+
+  // Finished tasks are purged at most this many per commit, so a purge never
+  // stalls the hot path.
+  int purge_chunk = 1000;
+
+  // Seeds the backoff jitter; 0 picks a random seed.
+  uint64_t random_seed = 0;
+};
+
+// Options of an in-process worker pool.
+struct HandlerOptions {
+  int concurrency = 1;                      // worker threads
+  Duration lease = std::chrono::seconds(30);  // extended every lease/3 while running
+  // Tasks a worker claims at once. A batch handler receives up to this many;
+  // a per-task handler runs them one after another.
+  int batch_size = 1;
+};
+
+// Runs one task. OK acknowledges it; an error (or an exception) fails it into
+// the retry policy, and its message is kept as the task's last_error.
+using Handler = std::function<Status(const Lease&)>;
+// Runs up to HandlerOptions::batch_size tasks and returns one Status per task,
+// in order: only the OK ones are acknowledged, the others retry.
+using BatchHandler = std::function<std::vector<Status>(std::span<const Lease>)>;
+
+// The outcome of one acknowledgement in AckMany.
+struct AckRequest {
+  std::string id;
+  uint64_t token = 0;
+};
+
+class Engine {
+ public:
+  // Opens (creating if needed) the store at options.path and starts the engine.
+  // Recovers from a crash without scanning the whole table: scheduled tasks
+  // fire, expired leases are redelivered.
+  static Result<std::unique_ptr<Engine>> Open(EngineOptions options);
+
+  Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  // Stops the worker pools (running handlers finish), commits what is pending
+  // and closes the store.
+  virtual ~Engine() = default;
+
+  // --- producing ------------------------------------------------------------
+  // Validates and stores one task; returns it as stored. InvalidArgument names
+  // the bad field; AlreadyExists when `id` names an unfinished task and
+  // on_conflict is kReject.
+  virtual Result<Task> Enqueue(const TaskSpec& spec) = 0;
+  // Stores all tasks in one commit, or none: the first error is returned with
+  // its field prefixed "tasks[i].".
+  virtual Result<std::vector<Task>> EnqueueBatch(const std::vector<TaskSpec>& specs) = 0;
+
+  // --- managing -------------------------------------------------------------
+  // Cancels a scheduled task. NotFound; FailedPrecondition if not scheduled.
+  virtual Result<Task> Cancel(std::string_view id) = 0;
+  // Moves a scheduled task to `run_at`, optionally with a new payload.
+  virtual Result<Task> Reschedule(std::string_view id, Timestamp run_at,
+                                  std::optional<std::string> payload = std::nullopt) = 0;
+  // Schedules a dead task again, now, with its attempts reset.
+  virtual Result<Task> Retry(std::string_view id) = 0;
+  virtual Result<Task> Get(std::string_view id) = 0;
+  // Lists tasks, filtered by queue and/or state. With a state, in due order;
+  // otherwise in creation order.
+  virtual Result<TaskPage> List(const ListRequest& request) = 0;
+
+  // --- consuming (remote or custom workers) ---------------------------------
+  // Claims up to `max` due tasks of `queue` under a lease of `lease`. When none
+  // is due, waits until one is or until `wait` has passed (then returns none).
+  virtual Result<std::vector<Lease>> Claim(std::string_view queue, int max, Duration lease,
+                                           Duration wait = Duration::zero()) = 0;
+  // Completes a claimed task. FailedPrecondition (field "token") when the token
+  // is stale: the lease was lost and the task may run elsewhere.
+  virtual Status Ack(std::string_view id, uint64_t token) = 0;
+  // Acknowledges many tasks in one commit; one Status per request, in order.
+  virtual Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks) = 0;
+  // Fails a claimed task: it retries after `retry_after` (default: backoff), or
+  // goes dead after its last attempt, keeping `error`.
+  virtual Status Fail(std::string_view id, uint64_t token, std::string_view error,
+                      std::optional<Duration> retry_after = std::nullopt) = 0;
+  // Extends a lease to now + `lease`; returns the new lease end.
+  virtual Result<Timestamp> Extend(std::string_view id, uint64_t token, Duration lease) = 0;
+
+  // --- in-process workers ---------------------------------------------------
+  // Starts a worker pool for `queue`. One pool per queue; AlreadyExists otherwise.
+  virtual Status RegisterHandler(std::string_view queue, HandlerOptions options,
+                                 Handler handler) = 0;
+  virtual Status RegisterBatchHandler(std::string_view queue, HandlerOptions options,
+                                      BatchHandler handler) = 0;
+
+  // Returns once everything that was due or submitted before the call has been
+  // processed and committed (due tasks handed to waiting claims, lapsed leases
+  // redelivered, purges run). For tests on a fake clock and for orderly
+  // shutdown; never needed for correctness.
+  virtual void Sync() = 0;
+};
+
+}  // namespace chronoq

@@ -1,0 +1,114 @@
+// chronoq/task.h: the task model.
+//
+// A task is one unit of work: a JSON payload in a named queue, due at `run_at`.
+// Its life:
+//
+//   scheduled ──claim──▶ running ──ack──▶ succeeded
+//      ▲  │                 │  └──fail / lease lapsed──▶ scheduled (retry, after backoff)
+//      │  └─cancel─▶ cancelled   └──fail on the last attempt──▶ dead ──retry by hand──┐
+//      └──────────────────────────────────────────────────────────────────────────────┘
+//
+// Succeeded and cancelled tasks are kept for the retention period, then purged.
+// Dead tasks are kept until retried or replaced.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "chronoq/clock.h"
+#include "chronoq/result.h"
+
+namespace chronoq {
+
+enum class TaskState { kScheduled = 0, kRunning = 1, kSucceeded = 2, kCancelled = 3, kDead = 4 };
+
+// "scheduled", "running", "succeeded", "cancelled", "dead".
+std::string_view TaskStateName(TaskState state);
+// The inverse of TaskStateName; InvalidArgument naming `field` otherwise.
+Result<TaskState> ParseTaskState(std::string_view text, std::string_view field = "state");
+
+// What an enqueue with a client-chosen id does when that id names an
+// unfinished (scheduled or running) task. A finished task's id is free to reuse.
+enum class OnConflict {
+  kReject,   // AlreadyExists (the default)
+  kIgnore,   // return the existing task unchanged
+  kReplace,  // new run_at, payload and options; FailedPrecondition if it is running
+};
+Result<OnConflict> ParseOnConflict(std::string_view text, std::string_view field = "on_conflict");
+
+// Retry delay: attempt n (1-based) waits a uniformly random time in
+// [0, min(cap, base * 2^(n-1))] ("full jitter").
+struct Backoff {
+  Duration base = std::chrono::seconds(1);
+  Duration cap = std::chrono::hours(1);
+};
+
+// Limits on client input.
+inline constexpr size_t kMaxIdBytes = 200;
+inline constexpr size_t kMaxQueueNameBytes = 100;
+inline constexpr size_t kMaxPayloadBytes = 256 * 1024;
+inline constexpr int kMaxAttemptsLimit = 1000;
+inline constexpr Duration kMaxDelay = std::chrono::hours(24 * 365 * 100);  // 100 years
+
+// What to enqueue.
+struct TaskSpec {
+  std::string queue;          // 1-100 bytes of [A-Za-z0-9_.:-]
+  std::string payload = "{}";  // JSON text, at most 256 KiB
+  // When to run: `run_at`, or `delay` from now, or (neither) now.
+  std::optional<Timestamp> run_at;
+  std::optional<Duration> delay;
+  // Client-chosen id, 1-200 bytes of UTF-8 without control characters, not
+  // starting with '_' (reserved for generated ids). Empty: generate one.
+  std::string id;
+  OnConflict on_conflict = OnConflict::kReject;
+  int max_attempts = 0;  // 1-1000; 0 takes the engine default (25)
+  int priority = 0;      // lower runs first among tasks due at the same instant
+  std::optional<Backoff> backoff;  // unset: the engine default
+};
+
+// A task as stored.
+struct Task {
+  std::string id;
+  std::string queue;
+  TaskState state = TaskState::kScheduled;
+  std::string payload;
+  Timestamp run_at;  // when it is (or was last) due to run
+  int attempt = 0;   // claims so far
+  int max_attempts = 0;
+  int priority = 0;
+  std::optional<std::string> last_error;
+  std::optional<Timestamp> lease_until;  // set while running
+  Timestamp created_at;
+  Timestamp updated_at;
+};
+
+// A claimed task: the worker owns it until `lease_until`, and proves it by
+// presenting `token` to Ack, Fail and Extend. Tokens only grow, so a stale
+// worker's late call is recognised and refused (a fencing token).
+struct Lease {
+  std::string id;
+  std::string queue;
+  std::string payload;
+  Timestamp run_at;
+  int attempt = 0;  // 1 on the first claim
+  int max_attempts = 0;
+  uint64_t token = 0;
+  Timestamp lease_until;
+};
+
+// A page of tasks. `next_cursor` is empty on the last page.
+struct ListRequest {
+  std::optional<std::string> queue;
+  std::optional<TaskState> state;
+  int limit = 100;     // 1-1000
+  std::string cursor;  // from a previous page's next_cursor
+};
+struct TaskPage {
+  std::vector<Task> tasks;
+  std::string next_cursor;
+};
+
+}  // namespace chronoq

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages chronoq builds and tests with. Idempotent: it
+# asks apt only for what is missing. Without root it prints the one command to run.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libsqlite3-dev nlohmann-json3-dev libhowardhinnant-date-dev tzdata
+  libspdlog-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+# clang-format / clang-tidy are only needed for `make format` and `make lint`.
+if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "chronoq needs these Debian packages; run:" >&2
+  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,495 @@
+#include "core/core.h"
+
+#include <algorithm>
+
+#include "core/backoff.h"
+
+namespace chronoq {
+namespace {
+
+// Purges run at most this often, so a steady stream of finishing tasks does not
+// wake the loop once per task.
+constexpr Duration kPurgeInterval = std::chrono::seconds(1);
+
+bool Unfinished(TaskState s) { return s == TaskState::kScheduled || s == TaskState::kRunning; }
+
+Status WrongState(const std::string& id, TaskState state, std::string_view wanted) {
+  return Status::FailedPrecondition("task " + id + " is " + std::string(TaskStateName(state)) +
+                                        ", not " + std::string(wanted),
+                                    "id");
+}
+
+}  // namespace
+
+Task TaskFromRow(const TaskRow& row, const std::string& queue) {
+  Task t;
+  t.id = row.name.value_or(FormatGeneratedId(row.seq));
+  t.queue = queue;
+  t.state = row.state;
+  t.payload = row.payload;
+  // While scheduled, due is the run time; afterwards run_at keeps it.
+  const Timestamp due = row.due.value_or(Timestamp());
+  t.run_at = row.state == TaskState::kScheduled ? due : row.run_at.value_or(due);
+  t.attempt = row.attempt;
+  t.max_attempts = row.max_attempts;
+  t.priority = row.priority;
+  t.last_error = row.last_error;
+  if (row.state == TaskState::kRunning) t.lease_until = due;
+  t.created_at = SeqCreatedAt(row.seq);
+  t.updated_at = row.updated.value_or(t.created_at);
+  return t;
+}
+
+bool ClaimOp::Run(Core& core) {
+  result = core.Claim(queue, max, lease);
+  const bool cancelled = cancel != nullptr && cancel->load();
+  if (result.ok() && result->empty() && deadline > Timestamp::min() && !cancelled) {
+    core.Park(this);
+    return false;
+  }
+  return true;
+}
+
+Core::Core(Store& store, Clock& clock, const EngineOptions& options)
+    : store_(store), clock_(clock), options_(options) {
+  rng_.seed(options.random_seed != 0 ? options.random_seed : std::random_device{}());
+}
+
+Status Core::Recover() {
+  CHRONOQ_ASSIGN_OR_RETURN(StoreMeta meta, store_.LoadMeta());
+  seqs_ = SeqGenerator(meta.max_seq);
+  next_token_ = saved_token_ = meta.next_token;
+  CHRONOQ_ASSIGN_OR_RETURN(auto queues, store_.Queues());
+  for (auto& [qid, name] : queues) {
+    qids_[name] = qid;
+    queue_names_[qid] = name;
+  }
+  // Running rows: their leases continue; lapsed ones are redelivered by the
+  // first TimedWork.
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> running, store_.LoadRunning());
+  for (TaskRow& row : running) {
+    leases_.Add(row.token.value_or(0),
+                RunningTask{row.seq, row.qid, row.name.value_or(FormatGeneratedId(row.seq)),
+                            row.due.value_or(Timestamp()), row.attempt, row.max_attempts,
+                            row.priority,
+                            row.backoff_base ? std::optional<Backoff>(Backoff{
+                                                   *row.backoff_base, *row.backoff_cap})
+                                             : std::nullopt});
+  }
+  CHRONOQ_ASSIGN_OR_RETURN(beyond_, store_.NextScheduledDue(Timestamp::min()));
+  CHRONOQ_ASSIGN_OR_RETURN(next_purge_, store_.NextPurgeDue());
+  return Refill(clock_.Now());
+}
+
+Status Core::Reload() {
+  window_.Clear();
+  leases_.Clear();
+  qids_.clear();
+  queue_names_.clear();
+  beyond_.reset();
+  window_full_ = false;
+  return Recover();
+}
+
+// --- helpers ---------------------------------------------------------------
+
+Result<int64_t> Core::QueueIdOf(const std::string& name) {
+  auto it = qids_.find(name);
+  if (it != qids_.end()) return it->second;
+  CHRONOQ_ASSIGN_OR_RETURN(int64_t qid, store_.QueueId(name));
+  // Cached before the commit; if the commit fails, Reload() drops the cache.
+  qids_[name] = qid;
+  queue_names_[qid] = name;
+  return qid;
+}
+
+const std::string& Core::QueueName(int64_t qid) const {
+  static const std::string kUnknown = "?";
+  auto it = queue_names_.find(qid);
+  return it == queue_names_.end() ? kUnknown : it->second;
+}
+
+Result<std::optional<TaskRow>> Core::Find(const std::string& id) {
+  if (auto seq = ParseGeneratedId(id)) return store_.FindBySeq(*seq);
+  return store_.FindByName(id);
+}
+
+Result<TaskRow> Core::FindOrNotFound(const std::string& id) {
+  CHRONOQ_ASSIGN_OR_RETURN(std::optional<TaskRow> row, Find(id));
+  if (!row.has_value()) return Status::NotFound("task " + id + " does not exist");
+  return std::move(*row);
+}
+
+Task Core::ToTask(const TaskRow& row) const { return TaskFromRow(row, QueueName(row.qid)); }
+
+Status Core::NotFoundOrStale(const std::string& id, uint64_t token) {
+  CHRONOQ_RETURN_IF_ERROR(FindOrNotFound(id).status());
+  return Status::FailedPrecondition(
+      "token " + std::to_string(token) + " is stale: task " + id +
+          " is no longer leased with it (the lease lapsed, or it was acknowledged)",
+      "token");
+}
+
+void Core::Schedule(int64_t qid, Timestamp due, int priority, int64_t seq) {
+  if (window_.Covers(due)) {
+    window_.Add(qid, {due, priority, seq});
+  } else if (!beyond_ || due < *beyond_) {
+    beyond_ = due;
+  }
+}
+
+void Core::Unschedule(const TaskRow& row) {
+  if (row.state == TaskState::kScheduled && row.due) {
+    window_.Remove(row.qid, {*row.due, row.priority, row.seq});
+  }
+}
+
+void Core::NotePurge(Timestamp at) {
+  if (!next_purge_ || at < *next_purge_) next_purge_ = at;
+}
+
+// --- producing ---------------------------------------------------------------
+
+Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
+  const Timestamp now = clock_.Now();
+  const bool batch = tasks.size() > 1;
+  // Window changes wait until every row is written, so a failed batch leaves
+  // memory untouched as well as the store.
+  struct Effect {
+    std::optional<TaskRow> unschedule;
+    int64_t qid, seq;
+    Timestamp due;
+    int priority;
+  };
+  std::vector<Effect> effects;
+  std::vector<Task> out;
+  out.reserve(tasks.size());
+  if (batch) CHRONOQ_RETURN_IF_ERROR(store_.Savepoint());
+
+  auto one = [&](size_t i, ValidTask& t) -> Status {
+    CHRONOQ_ASSIGN_OR_RETURN(int64_t qid, QueueIdOf(t.queue));
+    TaskRow row;
+    row.seq = seqs_.Next(now);
+    row.name = t.name;
+    row.qid = qid;
+    row.state = TaskState::kScheduled;
+    row.due = t.due;
+    row.priority = t.priority;
+    row.max_attempts = t.max_attempts;
+    row.payload = std::move(t.payload);
+    if (t.backoff) {
+      row.backoff_base = t.backoff->base;
+      row.backoff_cap = t.backoff->cap;
+    }
+    CHRONOQ_ASSIGN_OR_RETURN(bool inserted, store_.Insert(row));
+    if (inserted) {
+      effects.push_back({std::nullopt, qid, row.seq, t.due, t.priority});
+      out.push_back(ToTask(row));
+      return {};
+    }
+    // The client-chosen id is taken.
+    const std::string field = batch ? "tasks[" + std::to_string(i) + "].id" : "id";
+    CHRONOQ_ASSIGN_OR_RETURN(std::optional<TaskRow> existing, store_.FindByName(*t.name));
+    if (!existing) return Status::Internal("id " + *t.name + " is taken but not found");
+    if (Unfinished(existing->state)) {
+      switch (t.on_conflict) {
+        case OnConflict::kReject:
+          return {StatusCode::kAlreadyExists,
+                  "task " + *t.name + " already exists and is " +
+                      std::string(TaskStateName(existing->state)),
+                  field};
+        case OnConflict::kIgnore:
+          out.push_back(ToTask(*existing));
+          return {};
+        case OnConflict::kReplace:
+          if (existing->state == TaskState::kRunning) {
+            return Status::FailedPrecondition("task " + *t.name + " is running; cannot replace",
+                                              field);
+          }
+          // The replaced task keeps its seq: same task, new time and payload.
+          row.seq = existing->seq;
+          row.updated = now;
+          CHRONOQ_RETURN_IF_ERROR(store_.Overwrite(row));
+          effects.push_back({existing, qid, row.seq, t.due, t.priority});
+          out.push_back(ToTask(row));
+          return {};
+      }
+    }
+    // A finished task's id is free: the old row gives way to a new task.
+    CHRONOQ_RETURN_IF_ERROR(store_.Delete(existing->seq));
+    CHRONOQ_ASSIGN_OR_RETURN(inserted, store_.Insert(row));
+    if (!inserted) return Status::Internal("id " + *t.name + " still taken after delete");
+    effects.push_back({std::nullopt, qid, row.seq, t.due, t.priority});
+    out.push_back(ToTask(row));
+    return {};
+  };
+
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    Status s = one(i, tasks[i]);
+    if (!s.ok()) {
+      if (batch) store_.RollbackToSavepoint();
+      return s;
+    }
+  }
+  if (batch) CHRONOQ_RETURN_IF_ERROR(store_.ReleaseSavepoint());
+  for (const Effect& e : effects) {
+    if (e.unschedule) Unschedule(*e.unschedule);
+    Schedule(e.qid, e.due, e.priority, e.seq);
+  }
+  return out;
+}
+
+// --- managing ---------------------------------------------------------------
+
+Result<Task> Core::Cancel(const std::string& id) {
+  const Timestamp now = clock_.Now();
+  CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
+  if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
+  const Timestamp purge_at = PurgeAt(now);
+  CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kCancelled, purge_at, {}, {}, now}));
+  Unschedule(row);
+  NotePurge(purge_at);
+  row.run_at = row.due;
+  row.state = TaskState::kCancelled;
+  row.due = purge_at;
+  row.updated = now;
+  return ToTask(row);
+}
+
+Result<Task> Core::Reschedule(const std::string& id, Timestamp run_at,
+                              const std::optional<std::string>& payload) {
+  const Timestamp now = clock_.Now();
+  CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
+  if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
+  CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, run_at, {}, {}, now}));
+  if (payload) CHRONOQ_RETURN_IF_ERROR(store_.SetPayload(row.seq, *payload));
+  Unschedule(row);
+  Schedule(row.qid, run_at, row.priority, row.seq);
+  row.due = run_at;
+  row.updated = now;
+  if (payload) row.payload = *payload;
+  return ToTask(row);
+}
+
+Result<Task> Core::Retry(const std::string& id) {
+  const Timestamp now = clock_.Now();
+  CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
+  if (row.state != TaskState::kDead) return WrongState(id, row.state, "dead");
+  CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, now, {}, 0, now}));
+  Schedule(row.qid, now, row.priority, row.seq);
+  row.state = TaskState::kScheduled;
+  row.due = now;
+  row.run_at.reset();
+  row.attempt = 0;
+  row.updated = now;
+  return ToTask(row);
+}
+
+// --- consuming --------------------------------------------------------------
+
+Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Duration lease) {
+  const Timestamp now = clock_.Now();
+  CHRONOQ_ASSIGN_OR_RETURN(int64_t qid, QueueIdOf(queue));
+  std::vector<Lease> out;
+  while (static_cast<int>(out.size()) < max) {
+    std::optional<Window::Key> key = window_.PopDue(qid, now);
+    if (!key) break;
+    const uint64_t token = next_token_++;
+    const Timestamp until = now + lease;
+    CHRONOQ_ASSIGN_OR_RETURN(std::optional<TaskRow> row,
+                             store_.MarkRunning(key->seq, until, token, now));
+    // The window only holds scheduled rows, so this is a bug if it happens;
+    // skipping the entry is safe (the store is the truth).
+    if (!row) continue;
+    RunningTask running{row->seq, qid, row->name.value_or(FormatGeneratedId(row->seq)), until,
+                        row->attempt, row->max_attempts, row->priority, std::nullopt};
+    if (row->backoff_base) running.backoff = Backoff{*row->backoff_base, *row->backoff_cap};
+    out.push_back(Lease{running.id, queue, std::move(row->payload), key->due, row->attempt,
+                        row->max_attempts, token, until});
+    leases_.Add(token, std::move(running));
+  }
+  return out;
+}
+
+Status Core::Ack(const std::string& id, uint64_t token) {
+  const RunningTask* task = leases_.Find(token);
+  if (task == nullptr || task->id != id) return NotFoundOrStale(id, token);
+  const Timestamp now = clock_.Now();
+  const Timestamp purge_at = PurgeAt(now);
+  CHRONOQ_RETURN_IF_ERROR(store_.Move({task->seq, TaskState::kSucceeded, purge_at, {}, {}, now}));
+  leases_.Remove(token);
+  NotePurge(purge_at);
+  return {};
+}
+
+Status Core::RetryOrBury(uint64_t token, const RunningTask& task, Timestamp due,
+                         const std::string& error, Timestamp now) {
+  if (task.attempt >= task.max_attempts) {
+    CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kDead, std::nullopt, error, {}, now}));
+  } else {
+    CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kScheduled, due, error, {}, now}));
+    Schedule(task.qid, due, task.priority, task.seq);
+  }
+  leases_.Remove(token);
+  return {};
+}
+
+Status Core::Fail(const std::string& id, uint64_t token, const std::string& error,
+                  std::optional<Duration> retry_after) {
+  const RunningTask* task = leases_.Find(token);
+  if (task == nullptr || task->id != id) return NotFoundOrStale(id, token);
+  const Timestamp now = clock_.Now();
+  const Duration delay = retry_after.value_or(
+      BackoffDelay(task->backoff.value_or(options_.default_backoff), task->attempt, rng_));
+  const RunningTask copy = *task;
+  return RetryOrBury(token, copy, now + delay, TruncateUtf8(error, kMaxErrorBytes), now);
+}
+
+Result<Timestamp> Core::Extend(const std::string& id, uint64_t token, Duration lease) {
+  const RunningTask* task = leases_.Find(token);
+  if (task == nullptr || task->id != id) return NotFoundOrStale(id, token);
+  const Timestamp now = clock_.Now();
+  const Timestamp until = now + lease;
+  CHRONOQ_RETURN_IF_ERROR(store_.SetDue(task->seq, until, now));
+  leases_.Extend(token, until);
+  return until;
+}
+
+// --- parked claims ------------------------------------------------------------
+
+void Core::Park(ClaimOp* op) {
+  // Claim() succeeded, so the queue id is cached.
+  op->qid_ = qids_.at(op->queue);
+  auto& list = parked_[op->qid_];
+  op->parked_at_ = list.insert(list.end(), op);
+  parked_deadlines_.emplace(op->deadline, op);
+}
+
+void Core::ReleaseParked(const std::string& queue) {
+  for (auto it = parked_deadlines_.begin(); it != parked_deadlines_.end();) {
+    ClaimOp* op = it->second;
+    if (!queue.empty() && op->queue != queue) {
+      ++it;
+      continue;
+    }
+    parked_[op->qid_].erase(op->parked_at_);
+    it = parked_deadlines_.erase(it);
+    released_.push_back(op);
+  }
+}
+
+void Core::ServeParked(int64_t qid, std::vector<Op*>& finished) {
+  auto it = parked_.find(qid);
+  if (it == parked_.end()) return;
+  std::list<ClaimOp*>& list = it->second;
+  const Timestamp now = clock_.Now();
+  while (!list.empty()) {
+    std::optional<Timestamp> due = window_.EarliestDue(qid);
+    if (!due || *due > now) break;
+    ClaimOp* op = list.front();
+    list.pop_front();
+    parked_deadlines_.erase({op->deadline, op});
+    op->result = Claim(op->queue, op->max, op->lease);
+    finished.push_back(op);
+  }
+}
+
+// --- time-driven work -----------------------------------------------------------
+
+Status Core::TimedWork(std::vector<Op*>& finished) {
+  const Timestamp now = clock_.Now();
+  finished.insert(finished.end(), released_.begin(), released_.end());
+  released_.clear();
+
+  // Lapsed leases: the worker vanished or is too slow. The attempt was counted
+  // at claim time; the task is claimable again at once, or dead if that was
+  // its last attempt.
+  while (std::optional<uint64_t> token = leases_.FirstExpired(now)) {
+    const RunningTask task = *leases_.Find(*token);
+    CHRONOQ_RETURN_IF_ERROR(RetryOrBury(*token, task, now,
+                                        "lease expired during attempt " +
+                                            std::to_string(task.attempt),
+                                        now));
+  }
+
+  if (window_full_ ? window_.size() < options_.max_window_tasks / 2
+                   : (beyond_ && *beyond_ - options_.lookahead <= now)) {
+    CHRONOQ_RETURN_IF_ERROR(Refill(now));
+  }
+
+  for (auto& [qid, list] : parked_) {
+    if (!list.empty()) ServeParked(qid, finished);
+  }
+  // Claims whose wait ran out answer with no tasks.
+  while (!parked_deadlines_.empty() && parked_deadlines_.begin()->first <= now) {
+    ClaimOp* op = parked_deadlines_.begin()->second;
+    parked_deadlines_.erase(parked_deadlines_.begin());
+    parked_[op->qid_].erase(op->parked_at_);
+    finished.push_back(op);
+  }
+
+  if (next_purge_ && *next_purge_ <= now) {
+    CHRONOQ_ASSIGN_OR_RETURN(int purged, store_.PurgeFinished(now, options_.purge_chunk));
+    if (purged == options_.purge_chunk) {
+      next_purge_ = now;  // more to do: the next cycle continues
+    } else {
+      CHRONOQ_ASSIGN_OR_RETURN(next_purge_, store_.NextPurgeDue());
+      if (next_purge_) next_purge_ = std::max(*next_purge_, now + kPurgeInterval);
+    }
+  }
+  return {};
+}
+
+Status Core::Refill(Timestamp now) {
+  const Timestamp to = now + options_.lookahead;
+  const size_t room = options_.max_window_tasks > window_.size()
+                          ? options_.max_window_tasks - window_.size()
+                          : 0;
+  if (room == 0) {
+    window_full_ = true;
+    return {};
+  }
+  const Timestamp from = window_.horizon();
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<DueEntry> entries,
+                           store_.LoadScheduled(from, to, static_cast<int>(room)));
+  for (const DueEntry& e : entries) window_.Add(e.qid, {e.due, e.priority, e.seq});
+  if (entries.size() == room) {
+    // Memory is full: the horizon stops at the last loaded due. Rows that
+    // share it but were not loaded are loaded next time (the window ignores
+    // the duplicates).
+    window_full_ = true;
+    window_.set_horizon(entries.back().due);
+    beyond_ = entries.back().due;
+  } else {
+    window_full_ = false;
+    window_.set_horizon(to);
+    CHRONOQ_ASSIGN_OR_RETURN(beyond_, store_.NextScheduledDue(to));
+  }
+  return {};
+}
+
+Status Core::BeforeCommit() {
+  if (next_token_ == saved_token_) return {};
+  CHRONOQ_RETURN_IF_ERROR(store_.SaveNextToken(next_token_));
+  saved_token_ = next_token_;
+  return {};
+}
+
+Timestamp Core::NextWake() const {
+  Timestamp wake = kForever;
+  for (const auto& [qid, list] : parked_) {
+    if (list.empty()) continue;
+    if (auto due = window_.EarliestDue(qid)) wake = std::min(wake, *due);
+  }
+  if (!parked_deadlines_.empty()) wake = std::min(wake, parked_deadlines_.begin()->first);
+  if (auto expiry = leases_.EarliestExpiry()) wake = std::min(wake, *expiry);
+  if (window_full_) {
+    if (window_.size() < options_.max_window_tasks / 2) wake = Timestamp::min();
+  } else if (beyond_) {
+    wake = std::min(wake, *beyond_ - options_.lookahead);
+  }
+  if (next_purge_) wake = std::min(wake, *next_purge_);
+  return wake;
+}
+
+}  // namespace chronoq

@@ -1,0 +1,448 @@
+#include "core/engine_impl.h"
+
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+
+#include "store/sqlite/sqlite_store.h"
+
+namespace chronoq {
+namespace {
+
+// An Op that runs a function on the loop thread and lets the caller wait for
+// the committed result.
+template <typename T>
+class CallOp final : public Op {
+ public:
+  explicit CallOp(std::function<Result<T>(Core&)> fn) : fn_(std::move(fn)) {}
+
+  bool Run(Core& core) override {
+    result_.emplace(fn_(core));
+    return true;
+  }
+  void Finish(const Status& commit) override {
+    // Notify under the lock: once Wait() sees done_, the op may be destroyed.
+    std::lock_guard lock(mu_);
+    if (!commit.ok() && (!result_ || result_->ok())) result_.emplace(commit);
+    if (!result_) result_.emplace(Status::Internal("operation was not run"));
+    done_ = true;
+    cv_.notify_one();
+  }
+  Result<T> Wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return std::move(*result_);
+  }
+
+ private:
+  std::function<Result<T>(Core&)> fn_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::optional<Result<T>> result_;
+};
+
+// A claim whose caller blocks until it is answered.
+class BlockingClaimOp final : public ClaimOp {
+ public:
+  using ClaimOp::ClaimOp;
+  void Finish(const Status& commit) override {
+    std::lock_guard lock(mu_);
+    if (!commit.ok()) result = commit;
+    done_ = true;
+    cv_.notify_one();
+  }
+  Result<std::vector<Lease>> Wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return std::move(result);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+Status ValidateId(std::string_view id) {
+  if (id.empty()) return Status::InvalidArgument("id", "must not be empty");
+  if (id.size() > kMaxIdBytes) return Status::InvalidArgument("id", "longer than 200 bytes");
+  return {};
+}
+
+// List cursors: "<due µs>.<seq>" for due-ordered pages, "<seq>" otherwise.
+std::string EncodeCursor(const Store::ReadRow& last, bool by_due) {
+  std::string seq = std::to_string(last.row.seq);
+  if (!by_due) return seq;
+  return std::to_string(last.row.due.value_or(Timestamp()).time_since_epoch().count()) + "." + seq;
+}
+
+Status DecodeCursor(std::string_view cursor, bool by_due, Store::ListQuery& q) {
+  const auto bad = [] { return Status::InvalidArgument("cursor", "not a cursor from this list"); };
+  auto number = [](std::string_view s, int64_t& out) {
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size();
+  };
+  const size_t dot = cursor.find('.');
+  if (by_due != (dot != std::string_view::npos)) return bad();
+  int64_t seq = 0;
+  if (!number(by_due ? cursor.substr(dot + 1) : cursor, seq)) return bad();
+  q.after_seq = seq;
+  if (by_due) {
+    int64_t due = 0;
+    if (!number(cursor.substr(0, dot), due)) return bad();
+    q.after_due = Timestamp(Duration(due));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
+  if (options.path.empty()) return Status::InvalidArgument("path", "must not be empty");
+  if (options.default_max_attempts < 1 || options.default_max_attempts > kMaxAttemptsLimit) {
+    return Status::InvalidArgument("default_max_attempts", "must be between 1 and 1000");
+  }
+  if (options.lookahead <= Duration::zero()) {
+    return Status::InvalidArgument("lookahead", "must be positive");
+  }
+  if (options.max_window_tasks < 2) {
+    return Status::InvalidArgument("max_window_tasks", "must be at least 2");
+  }
+  if (options.purge_chunk < 1) return Status::InvalidArgument("purge_chunk", "must be positive");
+  if (options.retention < Duration::zero()) {
+    return Status::InvalidArgument("retention", "must not be negative");
+  }
+  CHRONOQ_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                           OpenSqliteStore(options.path, options.durability));
+  auto engine = std::make_unique<EngineImpl>(std::move(options), std::move(store));
+  CHRONOQ_RETURN_IF_ERROR(engine->Start());
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+EngineImpl::EngineImpl(EngineOptions options, std::unique_ptr<Store> store)
+    : clock_(options.clock != nullptr ? *options.clock : SystemClock()),
+      options_(std::move(options)),
+      store_(std::move(store)),
+      core_(*store_, clock_, options_) {}
+
+Status EngineImpl::Start() {
+  // Recovery runs in a transaction of its own, before the loop exists.
+  CHRONOQ_RETURN_IF_ERROR(store_->Begin());
+  Status s = core_.Recover();
+  if (s.ok()) s = store_->Commit();
+  if (!s.ok()) {
+    store_->Rollback();
+    return s;
+  }
+  loop_ = std::thread([this] { Loop(); });
+  return {};
+}
+
+EngineImpl::~EngineImpl() {
+  // Workers first: they finish their handlers and acknowledge while the loop
+  // still runs.
+  std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools;
+  {
+    std::lock_guard lock(pools_mu_);
+    pools.swap(pools_);
+  }
+  for (auto& [queue, pool] : pools) pool->RequestStop();
+  if (!pools.empty()) {
+    CallStatus([](Core& core) {
+      core.ReleaseParked("");
+      return Status();
+    }).IgnoreError();
+  }
+  pools.clear();  // joins
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (loop_.joinable()) loop_.join();
+}
+
+// --- the loop ---------------------------------------------------------------
+
+void EngineImpl::Submit(Op* op) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stop_) {
+      pending_.push_back(op);
+      // The loop only sleeps with nothing pending, so only the first op of a
+      // batch needs to wake it.
+      if (pending_.size() == 1) cv_.notify_one();
+      return;
+    }
+  }
+  op->Finish(Status::Unavailable("the engine is stopping"));
+}
+
+void EngineImpl::Loop() {
+  std::vector<Op*> batch;
+  bool stopping = false;
+  while (!stopping) {
+    {
+      std::unique_lock lock(mu_);
+      while (pending_.empty() && !stop_) {
+        const Timestamp wake = core_.NextWake();
+        if (wake <= clock_.Now()) break;
+        clock_.WaitUntil(cv_, lock, wake);
+      }
+      batch.swap(pending_);
+      stopping = stop_;
+    }
+    // On the way out, waiting claims are answered with no tasks.
+    if (stopping) core_.ReleaseParked("");
+    RunCycle(batch);
+    batch.clear();
+  }
+}
+
+void EngineImpl::RunCycle(std::vector<Op*>& batch) {
+  std::vector<Op*> finished;
+  finished.reserve(batch.size());
+  Status s = store_->Begin();
+  if (s.ok()) {
+    for (Op* op : batch) {
+      if (op->Run(core_)) finished.push_back(op);
+    }
+    s = core_.TimedWork(finished);
+    if (s.ok()) s = core_.BeforeCommit();
+    if (s.ok()) s = store_->Commit();
+  } else {
+    finished = batch;
+  }
+  if (!s.ok()) {
+    // Nothing of this cycle is durable: memory must forget it too.
+    spdlog::error("commit failed, {} operations rejected: {}", finished.size(), s.ToString());
+    store_->Rollback();
+    Status reload = store_->Begin();
+    if (reload.ok()) reload = core_.Reload();
+    if (reload.ok()) reload = store_->Commit();
+    if (!reload.ok()) {
+      store_->Rollback();
+      spdlog::error("reloading after a failed commit: {}", reload.ToString());
+    }
+  }
+  for (Op* op : finished) op->Finish(s);
+}
+
+template <typename T, typename F>
+Result<T> EngineImpl::Call(F fn) {
+  CallOp<T> op(std::function<Result<T>(Core&)>(std::move(fn)));
+  Submit(&op);
+  return op.Wait();
+}
+
+Status EngineImpl::CallStatus(std::function<Status(Core&)> fn) {
+  return Call<bool>([&fn](Core& core) -> Result<bool> {
+           CHRONOQ_RETURN_IF_ERROR(fn(core));
+           return true;
+         })
+      .status();
+}
+
+void EngineImpl::Sync() {
+  CallStatus([](Core&) { return Status(); }).IgnoreError();
+}
+
+// --- producing ----------------------------------------------------------------
+
+Result<Task> EngineImpl::Enqueue(const TaskSpec& spec) {
+  CHRONOQ_ASSIGN_OR_RETURN(ValidTask valid,
+                           ValidateTaskSpec(spec, clock_.Now(), options_.default_max_attempts));
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<Task> tasks,
+                           Call<std::vector<Task>>([&valid](Core& core) {
+                             std::vector<ValidTask> one;
+                             one.push_back(std::move(valid));
+                             return core.Enqueue(std::move(one));
+                           }));
+  return std::move(tasks.front());
+}
+
+Result<std::vector<Task>> EngineImpl::EnqueueBatch(const std::vector<TaskSpec>& specs) {
+  if (specs.empty()) return Status::InvalidArgument("tasks", "must not be empty");
+  const Timestamp now = clock_.Now();
+  std::vector<ValidTask> valid;
+  valid.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    CHRONOQ_ASSIGN_OR_RETURN(
+        ValidTask t, ValidateTaskSpec(specs[i], now, options_.default_max_attempts,
+                                      "tasks[" + std::to_string(i) + "]."));
+    valid.push_back(std::move(t));
+  }
+  return Call<std::vector<Task>>(
+      [&valid](Core& core) { return core.Enqueue(std::move(valid)); });
+}
+
+// --- managing -----------------------------------------------------------------
+
+Result<Task> EngineImpl::Cancel(std::string_view id) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  return Call<Task>([id = std::string(id)](Core& core) { return core.Cancel(id); });
+}
+
+Result<Task> EngineImpl::Reschedule(std::string_view id, Timestamp run_at,
+                                    std::optional<std::string> payload) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateDue(run_at, clock_.Now()));
+  if (payload) CHRONOQ_RETURN_IF_ERROR(ValidatePayload(*payload));
+  return Call<Task>([&, id = std::string(id)](Core& core) {
+    return core.Reschedule(id, run_at, payload);
+  });
+}
+
+Result<Task> EngineImpl::Retry(std::string_view id) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  return Call<Task>([id = std::string(id)](Core& core) { return core.Retry(id); });
+}
+
+Result<Task> EngineImpl::ReadTask(std::string_view id) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  std::optional<Store::ReadRow> row;
+  if (auto seq = ParseGeneratedId(id)) {
+    CHRONOQ_ASSIGN_OR_RETURN(row, store_->ReadBySeq(*seq));
+  } else {
+    CHRONOQ_ASSIGN_OR_RETURN(row, store_->ReadByName(std::string(id)));
+  }
+  if (!row) return Status::NotFound("task " + std::string(id) + " does not exist");
+  return TaskFromRow(row->row, row->queue);
+}
+
+Result<Task> EngineImpl::Get(std::string_view id) { return ReadTask(id); }
+
+Result<TaskPage> EngineImpl::List(const ListRequest& request) {
+  if (request.limit < 1 || request.limit > 1000) {
+    return Status::InvalidArgument("limit", "must be between 1 and 1000");
+  }
+  if (request.queue) CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(*request.queue));
+  Store::ListQuery q;
+  q.queue = request.queue;
+  q.state = request.state;
+  q.limit = request.limit;
+  const bool by_due = request.state.has_value() && *request.state != TaskState::kDead;
+  if (!request.cursor.empty()) CHRONOQ_RETURN_IF_ERROR(DecodeCursor(request.cursor, by_due, q));
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<Store::ReadRow> rows, store_->List(q));
+  TaskPage page;
+  page.tasks.reserve(rows.size());
+  for (const Store::ReadRow& r : rows) page.tasks.push_back(TaskFromRow(r.row, r.queue));
+  if (static_cast<int>(rows.size()) == request.limit) {
+    page.next_cursor = EncodeCursor(rows.back(), by_due);
+  }
+  return page;
+}
+
+// --- consuming ------------------------------------------------------------------
+
+Result<std::vector<Lease>> EngineImpl::ClaimWaiting(const std::string& queue, int max,
+                                                    Duration lease, Duration wait,
+                                                    const std::atomic<bool>* cancel) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  if (max < 1 || max > kMaxClaimBatch) {
+    return Status::InvalidArgument("max", "must be between 1 and 10000");
+  }
+  CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
+  if (wait < Duration::zero() || wait > kMaxClaimWait) {
+    return Status::InvalidArgument("wait", "must be between 0 and 1 hour");
+  }
+  const Timestamp deadline = wait > Duration::zero() ? clock_.Now() + wait : Timestamp::min();
+  BlockingClaimOp op(queue, max, lease, deadline, cancel);
+  Submit(&op);
+  return op.Wait();
+}
+
+Result<std::vector<Lease>> EngineImpl::Claim(std::string_view queue, int max, Duration lease,
+                                             Duration wait) {
+  return ClaimWaiting(std::string(queue), max, lease, wait, nullptr);
+}
+
+Status EngineImpl::Ack(std::string_view id, uint64_t token) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  return CallStatus([id = std::string(id), token](Core& core) { return core.Ack(id, token); });
+}
+
+Result<std::vector<Status>> EngineImpl::AckMany(const std::vector<AckRequest>& acks) {
+  if (acks.empty()) return Status::InvalidArgument("acks", "must not be empty");
+  for (size_t i = 0; i < acks.size(); ++i) {
+    if (acks[i].id.empty() || acks[i].id.size() > kMaxIdBytes) {
+      return Status::InvalidArgument("acks[" + std::to_string(i) + "].id",
+                                     "must be 1-200 bytes");
+    }
+  }
+  return Call<std::vector<Status>>([&acks](Core& core) -> Result<std::vector<Status>> {
+    std::vector<Status> out;
+    out.reserve(acks.size());
+    for (const AckRequest& a : acks) out.push_back(core.Ack(a.id, a.token));
+    return out;
+  });
+}
+
+Status EngineImpl::Fail(std::string_view id, uint64_t token, std::string_view error,
+                        std::optional<Duration> retry_after) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  if (retry_after && (*retry_after < Duration::zero() || *retry_after > kMaxDelay)) {
+    return Status::InvalidArgument("retry_after", "must be between 0 and 100 years");
+  }
+  return CallStatus([&, id = std::string(id), error = std::string(error)](Core& core) {
+    return core.Fail(id, token, error, retry_after);
+  });
+}
+
+Result<Timestamp> EngineImpl::Extend(std::string_view id, uint64_t token, Duration lease) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
+  return Call<Timestamp>(
+      [&, id = std::string(id)](Core& core) { return core.Extend(id, token, lease); });
+}
+
+// --- in-process workers --------------------------------------------------------------
+
+Status EngineImpl::RegisterHandler(std::string_view queue, HandlerOptions options,
+                                   Handler handler) {
+  if (!handler) return Status::InvalidArgument("handler", "must not be empty");
+  return RegisterBatchHandler(
+      queue, options, [handler = std::move(handler)](std::span<const Lease> leases) {
+        std::vector<Status> out;
+        out.reserve(leases.size());
+        for (const Lease& l : leases) {
+          try {
+            out.push_back(handler(l));
+          } catch (const std::exception& e) {
+            out.emplace_back(StatusCode::kAborted, std::string("exception: ") + e.what());
+          } catch (...) {
+            out.emplace_back(StatusCode::kAborted, "exception of unknown type");
+          }
+        }
+        return out;
+      });
+}
+
+Status EngineImpl::RegisterBatchHandler(std::string_view queue, HandlerOptions options,
+                                        BatchHandler handler) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  if (!handler) return Status::InvalidArgument("handler", "must not be empty");
+  if (options.concurrency < 1 || options.concurrency > 1024) {
+    return Status::InvalidArgument("concurrency", "must be between 1 and 1024");
+  }
+  if (options.batch_size < 1 || options.batch_size > kMaxClaimBatch) {
+    return Status::InvalidArgument("batch_size", "must be between 1 and 10000");
+  }
+  CHRONOQ_RETURN_IF_ERROR(ValidateLease(options.lease, "lease"));
+  std::lock_guard lock(pools_mu_);
+  const std::string name(queue);
+  if (pools_.contains(name)) {
+    return Status::AlreadyExists("queue " + name + " already has a handler");
+  }
+  auto pool = std::make_unique<WorkerPool>(
+      *this, clock_, name, options, std::move(handler),
+      [this, name, options](const std::atomic<bool>& stop) {
+        return ClaimWaiting(name, options.batch_size, options.lease, kMaxClaimWait, &stop);
+      });
+  pool->Start();
+  pools_.emplace(name, std::move(pool));
+  return {};
+}
+
+}  // namespace chronoq

@@ -1,0 +1,85 @@
+// EngineImpl: the Engine behind chronoq/engine.h.
+//
+// Callers validate their input on their own thread, then hand an Op to the
+// engine loop and wait for it. The loop thread takes every Op that arrived
+// while it was busy, runs them all in one transaction, does the time-driven
+// work (lapsed leases, waiting claims, window refill, purge), commits once and
+// only then answers every Op of the batch: group commit. When nothing is
+// pending it sleeps until Core::NextWake(), which is "never" for an idle
+// engine.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "chronoq/engine.h"
+#include "core/core.h"
+#include "dispatch/worker_pool.h"
+#include "store/store.h"
+
+namespace chronoq {
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(EngineOptions options, std::unique_ptr<Store> store);
+  ~EngineImpl() override;
+
+  // Recovers the store and starts the loop thread.
+  Status Start();
+
+  Result<Task> Enqueue(const TaskSpec& spec) override;
+  Result<std::vector<Task>> EnqueueBatch(const std::vector<TaskSpec>& specs) override;
+  Result<Task> Cancel(std::string_view id) override;
+  Result<Task> Reschedule(std::string_view id, Timestamp run_at,
+                          std::optional<std::string> payload) override;
+  Result<Task> Retry(std::string_view id) override;
+  Result<Task> Get(std::string_view id) override;
+  Result<TaskPage> List(const ListRequest& request) override;
+  Result<std::vector<Lease>> Claim(std::string_view queue, int max, Duration lease,
+                                   Duration wait) override;
+  Status Ack(std::string_view id, uint64_t token) override;
+  Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks) override;
+  Status Fail(std::string_view id, uint64_t token, std::string_view error,
+              std::optional<Duration> retry_after) override;
+  Result<Timestamp> Extend(std::string_view id, uint64_t token, Duration lease) override;
+  Status RegisterHandler(std::string_view queue, HandlerOptions options, Handler handler) override;
+  Status RegisterBatchHandler(std::string_view queue, HandlerOptions options,
+                              BatchHandler handler) override;
+  void Sync() override;
+
+ private:
+  // Runs `fn` on the loop thread inside the next transaction; returns its
+  // result once that transaction committed (or the commit error).
+  template <typename T, typename F>
+  Result<T> Call(F fn);
+  Status CallStatus(std::function<Status(Core&)> fn);
+  // Hands `op` to the loop; answers it with Unavailable when stopping.
+  void Submit(Op* op);
+  void Loop();
+  void RunCycle(std::vector<Op*>& batch);
+  Result<std::vector<Lease>> ClaimWaiting(const std::string& queue, int max, Duration lease,
+                                          Duration wait, const std::atomic<bool>* cancel);
+  Result<Task> ReadTask(std::string_view id);
+
+  Clock& clock_;
+  const EngineOptions options_;
+  const std::unique_ptr<Store> store_;
+  Core core_;  // loop thread only
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // the loop waits here for ops or its next deadline
+  std::vector<Op*> pending_;    // guarded by mu_
+  bool stop_ = false;           // guarded by mu_
+  std::thread loop_;
+
+  std::mutex pools_mu_;
+  std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools_;  // guarded by pools_mu_
+};
+
+}  // namespace chronoq

@@ -1,0 +1,45 @@
+// Input validation: every rejection names the field and the reason, and
+// happens before anything is written.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "chronoq/task.h"
+
+namespace chronoq {
+
+inline constexpr Duration kMinLease = std::chrono::milliseconds(1);
+inline constexpr Duration kMaxLease = std::chrono::hours(24 * 7);
+inline constexpr Duration kMaxClaimWait = std::chrono::hours(1);
+inline constexpr int kMaxClaimBatch = 10'000;
+inline constexpr size_t kMaxErrorBytes = 4096;  // longer error texts are truncated
+
+// A TaskSpec checked and resolved against `now` and the engine defaults.
+struct ValidTask {
+  std::string queue;
+  std::string payload;
+  Timestamp due;
+  std::optional<std::string> name;  // client-chosen id
+  OnConflict on_conflict = OnConflict::kReject;
+  int max_attempts = 0;
+  int priority = 0;
+  std::optional<Backoff> backoff;
+};
+
+Status ValidateQueueName(std::string_view queue, std::string_view field = "queue");
+Status ValidateTaskId(std::string_view id, std::string_view field = "id");
+Status ValidatePayload(std::string_view payload, std::string_view field = "payload");
+Status ValidateLease(Duration lease, std::string_view field = "lease");
+// A due instant must lie between 1970 and 100 years from now.
+Status ValidateDue(Timestamp due, Timestamp now, std::string_view field = "run_at");
+
+// `prefix` is prepended to field names ("tasks[3]." in a batch).
+Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int default_max_attempts,
+                                   std::string_view prefix = "");
+
+// Cuts `text` to at most `max` bytes without splitting a UTF-8 sequence.
+std::string TruncateUtf8(std::string_view text, size_t max);
+
+}  // namespace chronoq

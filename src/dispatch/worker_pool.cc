@@ -1,0 +1,139 @@
+#include "dispatch/worker_pool.h"
+
+#include <spdlog/spdlog.h>
+
+#include <exception>
+
+namespace chronoq {
+
+WorkerPool::WorkerPool(Engine& engine, Clock& clock, std::string queue, HandlerOptions options,
+                       BatchHandler handler, ClaimFn claim)
+    : engine_(engine),
+      clock_(clock),
+      queue_(std::move(queue)),
+      options_(options),
+      handler_(std::move(handler)),
+      claim_(std::move(claim)) {}
+
+WorkerPool::~WorkerPool() {
+  RequestStop();
+  Join();
+}
+
+void WorkerPool::Start() {
+  for (int i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { Work(); });
+  keeper_ = std::thread([this] { KeepLeases(); });
+}
+
+void WorkerPool::RequestStop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+void WorkerPool::Join() {
+  for (std::thread& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  if (keeper_.joinable()) keeper_.join();
+}
+
+void WorkerPool::Pause(Duration d) {
+  std::unique_lock lock(mu_);
+  const Timestamp until = clock_.Now() + d;
+  while (!stopping_ && clock_.Now() < until) clock_.WaitUntil(cv_, lock, until);
+}
+
+std::vector<Status> WorkerPool::RunHandler(const std::vector<Lease>& leases) {
+  std::vector<Status> out;
+  try {
+    out = handler_(leases);
+  } catch (const std::exception& e) {
+    return std::vector<Status>(leases.size(),
+                               Status(StatusCode::kAborted, std::string("exception: ") + e.what()));
+  } catch (...) {
+    return std::vector<Status>(leases.size(),
+                               Status(StatusCode::kAborted, "exception of unknown type"));
+  }
+  if (out.size() != leases.size()) {
+    return std::vector<Status>(
+        leases.size(), Status::Internal("batch handler returned " + std::to_string(out.size()) +
+                                        " results for " + std::to_string(leases.size()) +
+                                        " tasks"));
+  }
+  return out;
+}
+
+void WorkerPool::Work() {
+  while (!stopping_) {
+    Result<std::vector<Lease>> claimed = claim_(stopping_);
+    if (!claimed.ok()) {
+      spdlog::warn("queue {}: claim failed: {}", queue_, claimed.status().ToString());
+      Pause(std::chrono::seconds(1));
+      continue;
+    }
+    const std::vector<Lease>& leases = *claimed;
+    if (leases.empty()) continue;
+    {
+      std::lock_guard lock(mu_);
+      if (in_flight_.empty()) next_extend_ = clock_.Now() + options_.lease / 3;
+      for (const Lease& l : leases) in_flight_.emplace(l.token, l.id);
+    }
+    cv_.notify_all();  // the keeper may be sleeping without a deadline
+
+    const std::vector<Status> outcomes = RunHandler(leases);
+
+    {
+      std::lock_guard lock(mu_);
+      for (const Lease& l : leases) in_flight_.erase(l.token);
+    }
+    std::vector<AckRequest> acks;
+    for (size_t i = 0; i < leases.size(); ++i) {
+      if (outcomes[i].ok()) {
+        acks.push_back({leases[i].id, leases[i].token});
+        continue;
+      }
+      const std::string& error = outcomes[i].message();
+      Status s = engine_.Fail(leases[i].id, leases[i].token, error.empty() ? "failed" : error);
+      if (!s.ok()) spdlog::warn("queue {}: fail {}: {}", queue_, leases[i].id, s.ToString());
+    }
+    if (acks.empty()) continue;
+    Result<std::vector<Status>> acked = engine_.AckMany(acks);
+    if (!acked.ok()) {
+      spdlog::warn("queue {}: ack failed: {}", queue_, acked.status().ToString());
+      continue;
+    }
+    for (size_t i = 0; i < acks.size(); ++i) {
+      if (!(*acked)[i].ok()) {
+        spdlog::warn("queue {}: ack {}: {}", queue_, acks[i].id, (*acked)[i].ToString());
+      }
+    }
+  }
+}
+
+void WorkerPool::KeepLeases() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    if (in_flight_.empty()) {
+      clock_.WaitUntil(cv_, lock, kForever);
+      continue;
+    }
+    if (clock_.Now() < next_extend_) {
+      clock_.WaitUntil(cv_, lock, next_extend_);
+      continue;
+    }
+    next_extend_ = clock_.Now() + options_.lease / 3;
+    const std::map<uint64_t, std::string> extend = in_flight_;
+    lock.unlock();
+    for (const auto& [token, id] : extend) {
+      Result<Timestamp> r = engine_.Extend(id, token, options_.lease);
+      // The handler may have finished meanwhile; only a lost lease matters.
+      if (!r.ok()) spdlog::debug("queue {}: extend {}: {}", queue_, id, r.status().ToString());
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace chronoq

@@ -1,0 +1,514 @@
+#include "store/sqlite/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace chronoq {
+namespace {
+
+// The schema. `due` is the one time column the engine indexes: see store.h.
+// Generated-id tasks pay for exactly one index (state, due); the unique index
+// on client-chosen names is partial, so it costs nothing for them.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS queues(qid INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS tasks(
+  seq INTEGER PRIMARY KEY,
+  qid INTEGER NOT NULL,
+  state INTEGER NOT NULL,
+  due INTEGER,
+  prio INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  max_attempts INTEGER NOT NULL,
+  payload TEXT NOT NULL,
+  name TEXT,
+  run_at INTEGER,
+  token INTEGER,
+  last_error TEXT,
+  updated INTEGER,
+  backoff_base INTEGER,
+  backoff_cap INTEGER);
+CREATE INDEX IF NOT EXISTS tasks_state_due ON tasks(state, due);
+CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 1), ('next_token', 1);
+)sql";
+
+constexpr int kSchemaVersion = 1;
+
+#define CHRONOQ_TASK_COLS                                                                      \
+  "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, " \
+  "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap"
+
+int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
+Timestamp FromMicros(int64_t v) { return Timestamp(Duration(v)); }
+
+Status SqlError(sqlite3* db, std::string_view what) {
+  const int code = sqlite3_errcode(db);
+  std::string msg = std::string(what) + ": " + sqlite3_errmsg(db);
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) return {StatusCode::kDataLoss, msg};
+  if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_BUSY || code == SQLITE_LOCKED) {
+    return Status::Unavailable(msg);
+  }
+  return Status::Internal(msg);
+}
+
+// A prepared statement that is reset (not finalized) between uses.
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  Stmt(Stmt&& o) noexcept : db_(o.db_), s_(std::exchange(o.s_, nullptr)) {}
+  ~Stmt() { sqlite3_finalize(s_); }
+
+  Status Prepare(sqlite3* db, const std::string& sql) {
+    db_ = db;
+    if (sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) !=
+        SQLITE_OK) {
+      return SqlError(db, "prepare " + sql.substr(0, 60));
+    }
+    return {};
+  }
+  // Clears the previous use; call before binding.
+  Stmt& Reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, Timestamp t) { return Bind(i, Micros(t)); }
+  Stmt& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+    return *this;
+  }
+  template <typename T>
+  Stmt& Bind(int i, const std::optional<T>& v) {
+    if (v.has_value()) return Bind(i, *v);
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
+  Stmt& Bind(int i, const std::optional<Duration>& v) {
+    if (v.has_value()) return Bind(i, static_cast<int64_t>(v->count()));
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
+  Stmt& Bind(int i, const std::optional<uint64_t>& v) {
+    if (v.has_value()) return Bind(i, static_cast<int64_t>(*v));
+    sqlite3_bind_null(s_, i);
+    return *this;
+  }
+
+  // SQLITE_ROW, SQLITE_DONE, or an error code (also set on db).
+  int Step() { return sqlite3_step(s_); }
+  // Runs a statement that returns no rows.
+  Status Run(std::string_view what) {
+    const int rc = Step();
+    sqlite3_reset(s_);
+    if (rc != SQLITE_DONE) return SqlError(db_, what);
+    return {};
+  }
+
+  bool IsNull(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
+  int64_t Int(int c) const { return sqlite3_column_int64(s_, c); }
+  std::string Text(int c) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, c));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, c))) : std::string();
+  }
+  std::optional<int64_t> OptInt(int c) const {
+    return IsNull(c) ? std::nullopt : std::optional<int64_t>(Int(c));
+  }
+  std::optional<Timestamp> OptTime(int c) const {
+    return IsNull(c) ? std::nullopt : std::optional<Timestamp>(FromMicros(Int(c)));
+  }
+  std::optional<std::string> OptText(int c) const {
+    return IsNull(c) ? std::nullopt : std::optional<std::string>(Text(c));
+  }
+
+  // Reads the CHRONOQ_TASK_COLS columns starting at column 0.
+  TaskRow Row() const {
+    TaskRow r;
+    r.seq = Int(0);
+    r.qid = Int(1);
+    r.state = static_cast<TaskState>(Int(2));
+    r.due = OptTime(3);
+    r.priority = static_cast<int>(Int(4));
+    r.attempt = static_cast<int>(Int(5));
+    r.max_attempts = static_cast<int>(Int(6));
+    r.payload = Text(7);
+    r.name = OptText(8);
+    r.run_at = OptTime(9);
+    if (!IsNull(10)) r.token = static_cast<uint64_t>(Int(10));
+    r.last_error = OptText(11);
+    r.updated = OptTime(12);
+    if (!IsNull(13)) r.backoff_base = Duration(Int(13));
+    if (!IsNull(14)) r.backoff_cap = Duration(Int(14));
+    return r;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+// Runs `stmt` expecting at most one row; `read` converts it.
+template <typename T, typename F>
+Result<std::optional<T>> QueryOne(Stmt& stmt, sqlite3* db, std::string_view what, F read) {
+  const int rc = stmt.Step();
+  if (rc == SQLITE_DONE) {
+    stmt.Reset();
+    return std::optional<T>();
+  }
+  if (rc != SQLITE_ROW) {
+    Status s = SqlError(db, what);
+    stmt.Reset();
+    return s;
+  }
+  std::optional<T> out = read(stmt);
+  stmt.Reset();
+  return out;
+}
+
+Status Exec(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return Status::Internal(std::string("sqlite: ") + msg + " in " +
+                            std::string(sql).substr(0, 60));
+  }
+  return {};
+}
+
+Result<sqlite3*> OpenConnection(const std::string& path, bool writer) {
+  sqlite3* db = nullptr;
+  const int flags = writer ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READWRITE;
+  if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Status::Unavailable("cannot open " + path + ": " + msg);
+  }
+  sqlite3_busy_timeout(db, 5000);
+  return db;
+}
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore() = default;
+  ~SqliteStore() override {
+    // close_v2 lets the connections linger until the statement members are
+    // finalized, which happens right after this body.
+    sqlite3_close_v2(writer_);
+    sqlite3_close_v2(reader_);
+  }
+
+  Status Open(const std::string& path, Durability durability) {
+    std::error_code ec;
+    const auto dir = std::filesystem::path(path).parent_path();
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    if (ec) return Status::Unavailable("cannot create " + dir.string() + ": " + ec.message());
+
+    CHRONOQ_ASSIGN_OR_RETURN(writer_, OpenConnection(path, /*writer=*/true));
+    CHRONOQ_RETURN_IF_ERROR(Exec(writer_, "PRAGMA journal_mode=WAL"));
+    CHRONOQ_RETURN_IF_ERROR(Exec(writer_, durability == Durability::kFull
+                                              ? "PRAGMA synchronous=FULL"
+                                              : "PRAGMA synchronous=NORMAL"));
+    // 64 MiB of page cache keeps the hot part of the due index in memory.
+    CHRONOQ_RETURN_IF_ERROR(Exec(writer_, "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY"));
+    CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kSchema));
+    CHRONOQ_ASSIGN_OR_RETURN(reader_, OpenConnection(path, /*writer=*/false));
+    CHRONOQ_RETURN_IF_ERROR(Exec(reader_, "PRAGMA query_only=1"));
+    return Prepare();
+  }
+
+  Result<StoreMeta> LoadMeta() override {
+    StoreMeta meta;
+    Stmt q;
+    CHRONOQ_RETURN_IF_ERROR(q.Prepare(writer_,
+                                      "SELECT (SELECT v FROM meta WHERE k='schema'),"
+                                      " (SELECT v FROM meta WHERE k='next_token'),"
+                                      " (SELECT max(seq) FROM tasks)"));
+    if (q.Step() != SQLITE_ROW) return SqlError(writer_, "load meta");
+    if (q.Int(0) != kSchemaVersion) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "database schema version " + std::to_string(q.Int(0)) +
+                        " is not supported (expected " + std::to_string(kSchemaVersion) + ")");
+    }
+    meta.next_token = static_cast<uint64_t>(q.Int(1));
+    meta.max_seq = q.Int(2);
+    return meta;
+  }
+
+  Status Begin() override { return w_.begin.Reset().Run("begin"); }
+  Status Commit() override { return w_.commit.Reset().Run("commit"); }
+  void Rollback() override {
+    if (!sqlite3_get_autocommit(writer_)) w_.rollback.Reset().Run("rollback").IgnoreError();
+  }
+  Status Savepoint() override { return w_.savepoint.Reset().Run("savepoint"); }
+  Status ReleaseSavepoint() override { return w_.release.Reset().Run("release"); }
+  void RollbackToSavepoint() override {
+    w_.rollback_to.Reset().Run("rollback to").IgnoreError();
+    w_.release.Reset().Run("release").IgnoreError();
+  }
+
+  Result<int64_t> QueueId(const std::string& name) override {
+    CHRONOQ_ASSIGN_OR_RETURN(
+        std::optional<int64_t> qid,
+        (QueryOne<int64_t>(w_.queue_id.Reset().Bind(1, name), writer_, "queue id",
+                           [](const Stmt& s) { return s.Int(0); })));
+    if (qid.has_value()) return *qid;
+    CHRONOQ_RETURN_IF_ERROR(w_.queue_add.Reset().Bind(1, name).Run("add queue"));
+    return static_cast<int64_t>(sqlite3_last_insert_rowid(writer_));
+  }
+
+  Result<std::vector<std::pair<int64_t, std::string>>> Queues() override {
+    std::vector<std::pair<int64_t, std::string>> out;
+    Stmt& s = w_.queues.Reset();
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Int(0), s.Text(1));
+    s.Reset();
+    if (rc != SQLITE_DONE) return SqlError(writer_, "list queues");
+    return out;
+  }
+
+  Result<bool> Insert(const TaskRow& r) override {
+    Stmt& s = w_.insert.Reset();
+    BindAll(s, r);
+    const int rc = s.Step();
+    s.Reset();
+    if (rc == SQLITE_DONE) return true;
+    if (sqlite3_extended_errcode(writer_) == SQLITE_CONSTRAINT_UNIQUE) return false;
+    return SqlError(writer_, "insert task");
+  }
+
+  Status Overwrite(const TaskRow& r) override {
+    Stmt& s = w_.overwrite.Reset();
+    BindAll(s, r);
+    return s.Run("overwrite task");
+  }
+
+  Status Delete(int64_t seq) override { return w_.remove.Reset().Bind(1, seq).Run("delete task"); }
+
+  Result<std::optional<TaskRow>> FindBySeq(int64_t seq) override {
+    return QueryOne<TaskRow>(w_.by_seq.Reset().Bind(1, seq), writer_, "find task",
+                             [](const Stmt& s) { return s.Row(); });
+  }
+  Result<std::optional<TaskRow>> FindByName(const std::string& name) override {
+    return QueryOne<TaskRow>(w_.by_name.Reset().Bind(1, name), writer_, "find task",
+                             [](const Stmt& s) { return s.Row(); });
+  }
+
+  Result<std::optional<TaskRow>> MarkRunning(int64_t seq, Timestamp lease_until, uint64_t token,
+                                             Timestamp now) override {
+    Stmt& s = w_.mark_running.Reset();
+    s.Bind(1, seq).Bind(2, lease_until).Bind(3, static_cast<int64_t>(token)).Bind(4, now);
+    // RETURNING performs the whole update on the first step; the second step
+    // finishes the statement.
+    const int rc = s.Step();
+    if (rc == SQLITE_DONE) {
+      s.Reset();
+      return std::optional<TaskRow>();
+    }
+    if (rc != SQLITE_ROW) {
+      Status e = SqlError(writer_, "claim task");
+      s.Reset();
+      return e;
+    }
+    TaskRow row = s.Row();
+    const int rc2 = s.Step();
+    s.Reset();
+    if (rc2 != SQLITE_DONE) return SqlError(writer_, "claim task");
+    return std::optional<TaskRow>(std::move(row));
+  }
+
+  Status Move(const Transition& t) override {
+    Stmt& s = w_.move.Reset();
+    s.Bind(1, t.seq).Bind(2, static_cast<int64_t>(t.state)).Bind(3, t.due).Bind(4, t.last_error);
+    if (t.attempt.has_value()) s.Bind(5, static_cast<int64_t>(*t.attempt));
+    s.Bind(6, t.now);
+    return s.Run("update task");
+  }
+
+  Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
+    return w_.set_due.Reset().Bind(1, seq).Bind(2, due).Bind(3, now).Run("extend lease");
+  }
+  Status SetPayload(int64_t seq, const std::string& payload) override {
+    return w_.set_payload.Reset().Bind(1, seq).Bind(2, payload).Run("set payload");
+  }
+  Status SaveNextToken(uint64_t next_token) override {
+    return w_.save_token.Reset().Bind(1, static_cast<int64_t>(next_token)).Run("save token");
+  }
+
+  Result<std::vector<DueEntry>> LoadScheduled(Timestamp from, Timestamp to, int limit) override {
+    std::vector<DueEntry> out;
+    Stmt& s = w_.load_scheduled.Reset().Bind(1, from).Bind(2, to).Bind(3, limit);
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      out.push_back({s.Int(0), s.Int(1), FromMicros(s.Int(2)), static_cast<int>(s.Int(3))});
+    }
+    s.Reset();
+    if (rc != SQLITE_DONE) return SqlError(writer_, "load window");
+    return out;
+  }
+
+  Result<std::optional<Timestamp>> NextScheduledDue(Timestamp from) override {
+    return QueryOne<Timestamp>(w_.next_scheduled.Reset().Bind(1, from), writer_, "next due",
+                               [](const Stmt& s) { return FromMicros(s.Int(0)); });
+  }
+
+  Result<std::vector<TaskRow>> LoadRunning() override {
+    std::vector<TaskRow> out;
+    Stmt& s = w_.load_running.Reset();
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.Row());
+    s.Reset();
+    if (rc != SQLITE_DONE) return SqlError(writer_, "load running");
+    return out;
+  }
+
+  Result<int> PurgeFinished(Timestamp before, int limit) override {
+    CHRONOQ_RETURN_IF_ERROR(w_.purge.Reset().Bind(1, before).Bind(2, limit).Run("purge"));
+    return sqlite3_changes(writer_);
+  }
+
+  Result<std::optional<Timestamp>> NextPurgeDue() override {
+    std::optional<Timestamp> best;
+    for (TaskState st : {TaskState::kSucceeded, TaskState::kCancelled}) {
+      CHRONOQ_ASSIGN_OR_RETURN(
+          std::optional<Timestamp> t,
+          (QueryOne<Timestamp>(w_.next_purge.Reset().Bind(1, static_cast<int64_t>(st)), writer_,
+                               "next purge", [](const Stmt& s) { return FromMicros(s.Int(0)); })));
+      if (t && (!best || *t < *best)) best = t;
+    }
+    return best;
+  }
+
+  Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) override {
+    std::lock_guard lock(reader_mu_);
+    return QueryOne<ReadRow>(r_.by_seq.Reset().Bind(1, seq), reader_, "read task", ReadRowOf);
+  }
+  Result<std::optional<ReadRow>> ReadByName(const std::string& name) override {
+    std::lock_guard lock(reader_mu_);
+    return QueryOne<ReadRow>(r_.by_name.Reset().Bind(1, name), reader_, "read task", ReadRowOf);
+  }
+
+  Result<std::vector<ReadRow>> List(const ListQuery& q) override {
+    std::string sql = "SELECT " CHRONOQ_TASK_COLS
+                      ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
+    const bool by_due = q.state.has_value() && *q.state != TaskState::kDead;
+    if (q.state.has_value()) sql += "t.state = ?1 AND ";
+    if (by_due) {
+      sql += "(t.due > ?2 OR (t.due = ?2 AND t.seq > ?3))";
+    } else {
+      sql += "t.seq > ?3";
+    }
+    if (q.queue.has_value()) sql += " AND q.name = ?4";
+    sql += by_due ? " ORDER BY t.due, t.seq" : " ORDER BY t.seq";
+    sql += " LIMIT ?5";
+
+    std::lock_guard lock(reader_mu_);
+    Stmt s;
+    CHRONOQ_RETURN_IF_ERROR(s.Prepare(reader_, sql));
+    if (q.state.has_value()) s.Bind(1, static_cast<int64_t>(*q.state));
+    s.Bind(2, q.after_due).Bind(3, q.after_seq).Bind(5, static_cast<int64_t>(q.limit));
+    if (q.queue.has_value()) s.Bind(4, *q.queue);
+    std::vector<ReadRow> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(*ReadRowOf(s));
+    if (rc != SQLITE_DONE) return SqlError(reader_, "list tasks");
+    return out;
+  }
+
+ private:
+  static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(15)}; }
+
+  static void BindAll(Stmt& s, const TaskRow& r) {
+    s.Bind(1, r.seq).Bind(2, r.qid).Bind(3, static_cast<int64_t>(r.state)).Bind(4, r.due);
+    s.Bind(5, static_cast<int64_t>(r.priority)).Bind(6, static_cast<int64_t>(r.attempt));
+    s.Bind(7, static_cast<int64_t>(r.max_attempts)).Bind(8, r.payload).Bind(9, r.name);
+    s.Bind(10, r.run_at).Bind(11, r.token).Bind(12, r.last_error).Bind(13, r.updated);
+    s.Bind(14, r.backoff_base).Bind(15, r.backoff_cap);
+  }
+
+  Status Prepare() {
+    const std::pair<Stmt*, const char*> writer[] = {
+        {&w_.begin, "BEGIN"},
+        {&w_.commit, "COMMIT"},
+        {&w_.rollback, "ROLLBACK"},
+        {&w_.savepoint, "SAVEPOINT batch"},
+        {&w_.release, "RELEASE batch"},
+        {&w_.rollback_to, "ROLLBACK TO batch"},
+        {&w_.queue_id, "SELECT qid FROM queues WHERE name = ?1"},
+        {&w_.queue_add, "INSERT INTO queues(name) VALUES(?1)"},
+        {&w_.queues, "SELECT qid, name FROM queues ORDER BY qid"},
+        {&w_.insert,
+         "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
+         " run_at, token, last_error, updated, backoff_base, backoff_cap)"
+         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"},
+        {&w_.overwrite,
+         "UPDATE tasks SET qid=?2, state=?3, due=?4, prio=?5, attempt=?6, max_attempts=?7,"
+         " payload=?8, name=?9, run_at=?10, token=?11, last_error=?12, updated=?13,"
+         " backoff_base=?14, backoff_cap=?15 WHERE seq=?1"},
+        {&w_.remove, "DELETE FROM tasks WHERE seq = ?1"},
+        {&w_.by_seq, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.seq = ?1"},
+        {&w_.by_name, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.name = ?1"},
+        {&w_.mark_running,
+         "UPDATE tasks AS t SET state=1, run_at=due, due=?2, token=?3, attempt=attempt+1,"
+         " updated=?4 WHERE seq=?1 AND state=0 RETURNING " CHRONOQ_TASK_COLS},
+        // Leaving `scheduled` keeps the instant it was due in run_at; entering
+        // it clears run_at, since due is the run time again.
+        {&w_.move,
+         "UPDATE tasks SET state=?2,"
+         " run_at=CASE WHEN ?2=0 THEN NULL WHEN state=0 THEN due ELSE run_at END,"
+         " due=?3, last_error=coalesce(?4, last_error), attempt=coalesce(?5, attempt),"
+         " token=CASE WHEN ?2=1 THEN token ELSE NULL END, updated=?6 WHERE seq=?1"},
+        {&w_.set_due, "UPDATE tasks SET due=?2, updated=?3 WHERE seq=?1"},
+        {&w_.set_payload, "UPDATE tasks SET payload=?2 WHERE seq=?1"},
+        {&w_.save_token, "UPDATE meta SET v=?1 WHERE k='next_token'"},
+        {&w_.load_scheduled,
+         "SELECT seq, qid, due, prio FROM tasks WHERE state=0 AND due >= ?1 AND due < ?2"
+         " ORDER BY due LIMIT ?3"},
+        {&w_.next_scheduled, "SELECT due FROM tasks WHERE state=0 AND due >= ?1 ORDER BY due LIMIT 1"},
+        {&w_.load_running, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.state=1"},
+        {&w_.purge,
+         "DELETE FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE state IN (2,3)"
+         " AND due <= ?1 LIMIT ?2)"},
+        {&w_.next_purge, "SELECT due FROM tasks WHERE state=?1 ORDER BY due LIMIT 1"},
+    };
+    for (const auto& [stmt, sql] : writer) CHRONOQ_RETURN_IF_ERROR(stmt->Prepare(writer_, sql));
+    const char* read_cols = "SELECT " CHRONOQ_TASK_COLS
+                            ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
+    CHRONOQ_RETURN_IF_ERROR(r_.by_seq.Prepare(reader_, std::string(read_cols) + "t.seq = ?1"));
+    CHRONOQ_RETURN_IF_ERROR(r_.by_name.Prepare(reader_, std::string(read_cols) + "t.name = ?1"));
+    return {};
+  }
+
+  sqlite3* writer_ = nullptr;
+  sqlite3* reader_ = nullptr;
+  struct WriterStatements {
+    Stmt begin, commit, rollback, savepoint, release, rollback_to;
+    Stmt queue_id, queue_add, queues;
+    Stmt insert, overwrite, remove, by_seq, by_name, mark_running, move, set_due, set_payload, save_token;
+    Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
+  } w_;  // engine loop thread only
+  std::mutex reader_mu_;
+  struct ReaderStatements {
+    Stmt by_seq, by_name;
+  } r_;  // guarded by reader_mu_
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, Durability durability) {
+  auto store = std::make_unique<SqliteStore>();
+  CHRONOQ_RETURN_IF_ERROR(store->Open(path, durability));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace chronoq

@@ -1,0 +1,138 @@
+// Store: the durable truth behind the engine.
+//
+// The engine keeps only the near future in memory; everything acknowledged is
+// in the Store first. The interface is shaped by the engine's single-writer
+// design: one thread (the engine loop) performs every write, inside one
+// transaction per group commit, through the "writer" methods below. Reads for
+// clients (ReadTask, ListTasks) use a separate connection and are thread-safe.
+//
+// Row layout (see docs/ARCHITECTURE.md): `due` is "the next time something
+// happens to this row": run_at while scheduled, the lease end while running,
+// the purge time once succeeded or cancelled, NULL (never) once dead.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chronoq/clock.h"
+#include "chronoq/result.h"
+#include "chronoq/task.h"
+
+namespace chronoq {
+
+// A task row. `seq` is the primary key, time-ordered (see core/task_id.h).
+struct TaskRow {
+  int64_t seq = 0;
+  std::optional<std::string> name;  // client-chosen id; unset for generated ids
+  int64_t qid = 0;
+  TaskState state = TaskState::kScheduled;
+  std::optional<Timestamp> due;
+  int priority = 0;
+  int attempt = 0;
+  int max_attempts = 0;
+  std::string payload;
+  std::optional<Timestamp> run_at;  // set once claimed (while scheduled, due is run_at)
+  std::optional<uint64_t> token;
+  std::optional<std::string> last_error;
+  std::optional<Timestamp> updated;
+  std::optional<Duration> backoff_base;
+  std::optional<Duration> backoff_cap;
+};
+
+// A scheduled task as the in-memory window knows it.
+struct DueEntry {
+  int64_t seq = 0;
+  int64_t qid = 0;
+  Timestamp due;
+  int priority = 0;
+};
+
+struct StoreMeta {
+  int64_t max_seq = 0;      // the largest seq ever used
+  uint64_t next_token = 1;  // the next fencing token to hand out
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // --- writer (engine loop thread only) ---
+  virtual Result<StoreMeta> LoadMeta() = 0;
+  virtual Status Begin() = 0;
+  virtual Status Commit() = 0;
+  virtual void Rollback() = 0;
+  // Nested all-or-nothing scopes inside the transaction (batch enqueue).
+  virtual Status Savepoint() = 0;
+  virtual Status ReleaseSavepoint() = 0;
+  virtual void RollbackToSavepoint() = 0;
+
+  // The id of queue `name`, creating it when missing.
+  virtual Result<int64_t> QueueId(const std::string& name) = 0;
+  // All known queues: (qid, name).
+  virtual Result<std::vector<std::pair<int64_t, std::string>>> Queues() = 0;
+
+  // Inserts a new row. Returns false (and writes nothing) when row.name is
+  // already taken.
+  virtual Result<bool> Insert(const TaskRow& row) = 0;
+  // Overwrites every column of the row with row.seq.
+  virtual Status Overwrite(const TaskRow& row) = 0;
+  virtual Status Delete(int64_t seq) = 0;
+  virtual Result<std::optional<TaskRow>> FindBySeq(int64_t seq) = 0;
+  virtual Result<std::optional<TaskRow>> FindByName(const std::string& name) = 0;
+
+  // scheduled → running: sets due=lease_until, run_at=old due, the token and
+  // attempt+1. Returns the row as updated, or nothing if it was not scheduled.
+  virtual Result<std::optional<TaskRow>> MarkRunning(int64_t seq, Timestamp lease_until,
+                                                     uint64_t token, Timestamp now) = 0;
+  // Sets state, due, last_error (when given) and attempt (when given); clears
+  // the token unless the new state is running.
+  struct Transition {
+    int64_t seq = 0;
+    TaskState state = TaskState::kScheduled;
+    std::optional<Timestamp> due;
+    std::optional<std::string> last_error;  // unset: keep
+    std::optional<int> attempt;             // unset: keep
+    Timestamp now;
+  };
+  virtual Status Move(const Transition& t) = 0;
+  // Sets due (a running task's lease end) without touching anything else.
+  virtual Status SetDue(int64_t seq, Timestamp due, Timestamp now) = 0;
+  virtual Status SetPayload(int64_t seq, const std::string& payload) = 0;
+  virtual Status SaveNextToken(uint64_t next_token) = 0;
+
+  // Scheduled rows with from <= due < to, in due order, at most `limit`.
+  virtual Result<std::vector<DueEntry>> LoadScheduled(Timestamp from, Timestamp to,
+                                                      int limit) = 0;
+  // The earliest due of a scheduled row with due >= from.
+  virtual Result<std::optional<Timestamp>> NextScheduledDue(Timestamp from) = 0;
+  // Every running row (there are as many as leases held: few).
+  virtual Result<std::vector<TaskRow>> LoadRunning() = 0;
+  // Deletes up to `limit` succeeded/cancelled rows with due <= before;
+  // returns how many.
+  virtual Result<int> PurgeFinished(Timestamp before, int limit) = 0;
+  // The earliest purge time of a succeeded/cancelled row.
+  virtual Result<std::optional<Timestamp>> NextPurgeDue() = 0;
+
+  // --- readers (any thread) ---
+  struct ReadRow {
+    TaskRow row;
+    std::string queue;
+  };
+  virtual Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) = 0;
+  virtual Result<std::optional<ReadRow>> ReadByName(const std::string& name) = 0;
+  // A page after the cursor position (after_due, after_seq): ordered by
+  // (due, seq) when `state` is set and not dead (dead rows have no due), else
+  // by seq.
+  struct ListQuery {
+    std::optional<std::string> queue;
+    std::optional<TaskState> state;
+    int limit = 100;
+    Timestamp after_due = Timestamp::min();
+    int64_t after_seq = 0;
+  };
+  virtual Result<std::vector<ReadRow>> List(const ListQuery& q) = 0;
+};
+
+}  // namespace chronoq

@@ -1,0 +1,71 @@
+// FakeClock: a Clock that only moves when a test says so.
+//
+// Advance() and Set() move time and wake every thread blocked in WaitUntil()
+// (the engine loop, worker pools), which then re-check their deadlines. No
+// test ever sleeps to let time pass.
+#pragma once
+
+#include <map>
+#include <mutex>
+
+#include "chronoq/clock.h"
+
+namespace chronoq::test {
+
+// Thread-safe.
+class FakeClock final : public Clock {
+ public:
+  // 2026-11-22T00:00:00Z: a fixed, realistic start.
+  static constexpr Timestamp kStart = Timestamp(std::chrono::seconds(1'795'305'600));
+
+  explicit FakeClock(Timestamp start = kStart) : now_(start) {}
+
+  Timestamp Now() const override {
+    std::lock_guard lock(mu_);
+    return now_;
+  }
+
+  void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                 Timestamp deadline) override {
+    uint64_t id;
+    {
+      std::lock_guard g(mu_);
+      if (now_ >= deadline) return;
+      id = next_id_++;
+      waiters_.emplace(id, Waiter{lock.mutex(), &cv});
+    }
+    cv.wait(lock);
+    std::lock_guard g(mu_);
+    waiters_.erase(id);
+  }
+
+  void Advance(Duration d) { Set(Now() + d); }
+
+  void Set(Timestamp t) {
+    std::map<uint64_t, Waiter> waiters;
+    {
+      std::lock_guard g(mu_);
+      now_ = t;
+      waiters = waiters_;
+    }
+    // Taking each waiter's mutex before notifying means a waiter between its
+    // deadline check and cv.wait() cannot miss the wake-up. The mutexes and
+    // condition variables outlive the waits (Clock::WaitUntil's contract).
+    for (auto& [id, w] : waiters) {
+      std::lock_guard g(*w.mu);
+      w.cv->notify_all();
+    }
+  }
+
+ private:
+  struct Waiter {
+    std::mutex* mu;
+    std::condition_variable* cv;
+  };
+  mutable std::mutex mu_;
+  Timestamp now_;
+  uint64_t next_id_ = 0;
+  std::map<uint64_t, Waiter> waiters_;
+};
+
+}  // namespace chronoq::test
