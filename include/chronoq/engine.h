@@ -75,7 +75,7 @@ struct EngineOptions {
 
 // Options of an in-process worker pool.
 struct HandlerOptions {
-  int concurrency = 1;                      // worker threads
+  int concurrency = 1;                        // worker threads
   Duration lease = std::chrono::seconds(30);  // extended every lease/3 while running
   // Tasks a worker claims at once. A batch handler receives up to this many;
   // a per-task handler runs them one after another.

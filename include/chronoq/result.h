@@ -21,7 +21,7 @@ class [[nodiscard]] Result {
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   // REQUIRES: !status.ok()
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
-    if (std::get<Status>(v_).ok()) std::abort();  // an OK status has no value
+    if (std::get<Status>(v_).ok()) std::abort();   // an OK status has no value
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }

@@ -43,7 +43,9 @@ class [[nodiscard]] Status {
   static Status Ok() { return {}; }
   // Bad input: the message becomes "<field>: <reason>".
   static Status InvalidArgument(std::string_view field, std::string_view reason);
-  static Status NotFound(std::string message) { return {StatusCode::kNotFound, std::move(message)}; }
+  static Status NotFound(std::string message) {
+    return {StatusCode::kNotFound, std::move(message)};
+  }
   static Status AlreadyExists(std::string message) {
     return {StatusCode::kAlreadyExists, std::move(message)};
   }
@@ -56,7 +58,9 @@ class [[nodiscard]] Status {
   static Status ResourceExhausted(std::string message) {
     return {StatusCode::kResourceExhausted, std::move(message)};
   }
-  static Status Internal(std::string message) { return {StatusCode::kInternal, std::move(message)}; }
+  static Status Internal(std::string message) {
+    return {StatusCode::kInternal, std::move(message)};
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -80,8 +84,8 @@ class [[nodiscard]] Status {
 }  // namespace chronoq
 
 // Returns from the enclosing function when `expr` is not OK.
-#define CHRONOQ_RETURN_IF_ERROR(expr)                      \
-  do {                                                     \
-    ::chronoq::Status chronoq_status_ = (expr);            \
-    if (!chronoq_status_.ok()) return chronoq_status_;     \
+#define CHRONOQ_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::chronoq::Status chronoq_status_ = (expr);        \
+    if (!chronoq_status_.ok()) return chronoq_status_; \
   } while (false)

@@ -55,7 +55,7 @@ inline constexpr Duration kMaxDelay = std::chrono::hours(24 * 365 * 100);  // 10
 
 // What to enqueue.
 struct TaskSpec {
-  std::string queue;          // 1-100 bytes of [A-Za-z0-9_.:-]
+  std::string queue;           // 1-100 bytes of [A-Za-z0-9_.:-]
   std::string payload = "{}";  // JSON text, at most 256 KiB
   // When to run: `run_at`, or `delay` from now, or (neither) now.
   std::optional<Timestamp> run_at;
@@ -64,8 +64,8 @@ struct TaskSpec {
   // starting with '_' (reserved for generated ids). Empty: generate one.
   std::string id;
   OnConflict on_conflict = OnConflict::kReject;
-  int max_attempts = 0;  // 1-1000; 0 takes the engine default (25)
-  int priority = 0;      // lower runs first among tasks due at the same instant
+  int max_attempts = 0;            // 1-1000; 0 takes the engine default (25)
+  int priority = 0;                // lower runs first among tasks due at the same instant
   std::optional<Backoff> backoff;  // unset: the engine default
 };
 

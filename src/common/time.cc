@@ -1,12 +1,12 @@
 #include "chronoq/time.h"
 
-#include "chronoq/task.h"
-
-#include <date/date.h>
-
 #include <cctype>
 #include <charconv>
 #include <sstream>
+
+#include <date/date.h>
+
+#include "chronoq/task.h"
 
 namespace chronoq {
 namespace {

@@ -14,9 +14,9 @@ constexpr Duration kPurgeInterval = std::chrono::seconds(1);
 bool Unfinished(TaskState s) { return s == TaskState::kScheduled || s == TaskState::kRunning; }
 
 Status WrongState(const std::string& id, TaskState state, std::string_view wanted) {
-  return Status::FailedPrecondition("task " + id + " is " + std::string(TaskStateName(state)) +
-                                        ", not " + std::string(wanted),
-                                    "id");
+  return Status::FailedPrecondition(
+      "task " + id + " is " + std::string(TaskStateName(state)) + ", not " + std::string(wanted),
+      "id");
 }
 
 }  // namespace
@@ -68,13 +68,13 @@ Status Core::Recover() {
   // first TimedWork.
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> running, store_.LoadRunning());
   for (TaskRow& row : running) {
-    leases_.Add(row.token.value_or(0),
-                RunningTask{row.seq, row.qid, row.name.value_or(FormatGeneratedId(row.seq)),
-                            row.due.value_or(Timestamp()), row.attempt, row.max_attempts,
-                            row.priority,
-                            row.backoff_base ? std::optional<Backoff>(Backoff{
-                                                   *row.backoff_base, *row.backoff_cap})
-                                             : std::nullopt});
+    leases_.Add(
+        row.token.value_or(0),
+        RunningTask{row.seq, row.qid, row.name.value_or(FormatGeneratedId(row.seq)),
+                    row.due.value_or(Timestamp()), row.attempt, row.max_attempts, row.priority,
+                    row.backoff_base
+                        ? std::optional<Backoff>(Backoff{*row.backoff_base, *row.backoff_cap})
+                        : std::nullopt});
   }
   CHRONOQ_ASSIGN_OR_RETURN(beyond_, store_.NextScheduledDue(Timestamp::min()));
   CHRONOQ_ASSIGN_OR_RETURN(next_purge_, store_.NextPurgeDue());
@@ -301,8 +301,10 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
     // The window only holds scheduled rows, so this is a bug if it happens;
     // skipping the entry is safe (the store is the truth).
     if (!row) continue;
-    RunningTask running{row->seq, qid, row->name.value_or(FormatGeneratedId(row->seq)), until,
-                        row->attempt, row->max_attempts, row->priority, std::nullopt};
+    RunningTask running{
+        row->seq,      qid,          row->name.value_or(FormatGeneratedId(row->seq)),
+        until,         row->attempt, row->max_attempts,
+        row->priority, std::nullopt};
     if (row->backoff_base) running.backoff = Backoff{*row->backoff_base, *row->backoff_cap};
     out.push_back(Lease{running.id, queue, std::move(row->payload), key->due, row->attempt,
                         row->max_attempts, token, until});
@@ -325,7 +327,8 @@ Status Core::Ack(const std::string& id, uint64_t token) {
 Status Core::RetryOrBury(uint64_t token, const RunningTask& task, Timestamp due,
                          const std::string& error, Timestamp now) {
   if (task.attempt >= task.max_attempts) {
-    CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kDead, std::nullopt, error, {}, now}));
+    CHRONOQ_RETURN_IF_ERROR(
+        store_.Move({task.seq, TaskState::kDead, std::nullopt, error, {}, now}));
   } else {
     CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kScheduled, due, error, {}, now}));
     Schedule(task.qid, due, task.priority, task.seq);
@@ -406,10 +409,8 @@ Status Core::TimedWork(std::vector<Op*>& finished) {
   // its last attempt.
   while (std::optional<uint64_t> token = leases_.FirstExpired(now)) {
     const RunningTask task = *leases_.Find(*token);
-    CHRONOQ_RETURN_IF_ERROR(RetryOrBury(*token, task, now,
-                                        "lease expired during attempt " +
-                                            std::to_string(task.attempt),
-                                        now));
+    CHRONOQ_RETURN_IF_ERROR(RetryOrBury(
+        *token, task, now, "lease expired during attempt " + std::to_string(task.attempt), now));
   }
 
   if (window_full_ ? window_.size() < options_.max_window_tasks / 2
@@ -442,9 +443,8 @@ Status Core::TimedWork(std::vector<Op*>& finished) {
 
 Status Core::Refill(Timestamp now) {
   const Timestamp to = now + options_.lookahead;
-  const size_t room = options_.max_window_tasks > window_.size()
-                          ? options_.max_window_tasks - window_.size()
-                          : 0;
+  const size_t room =
+      options_.max_window_tasks > window_.size() ? options_.max_window_tasks - window_.size() : 0;
   if (room == 0) {
     window_full_ = true;
     return {};

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "chronoq/engine.h"
+
 #include "core/task_id.h"
 #include "core/validate.h"
 #include "dispatch/lease_table.h"
@@ -72,8 +73,8 @@ class ClaimOp : public Op {
  private:
   friend class Core;
 
-// The client's view of a stored row.
-Task TaskFromRow(const TaskRow& row, const std::string& queue);
+  // The client's view of a stored row.
+  Task TaskFromRow(const TaskRow& row, const std::string& queue);
   int64_t qid_ = 0;
   std::list<ClaimOp*>::iterator parked_at_;
 };

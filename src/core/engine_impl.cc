@@ -1,8 +1,8 @@
 #include "core/engine_impl.h"
 
-#include <spdlog/spdlog.h>
-
 #include <charconv>
+
+#include <spdlog/spdlog.h>
 
 #include "store/sqlite/sqlite_store.h"
 
@@ -205,15 +205,18 @@ void EngineImpl::RunCycle(std::vector<Op*>& batch) {
   finished.reserve(batch.size());
   Status s = store_->Begin();
   if (s.ok()) {
-    for (Op* op : batch) {
-      if (op->Run(core_)) finished.push_back(op);
-    }
+    // Time-driven work runs first, so the ops see leases that lapsed and tasks
+    // that entered the window by now, and again after them, to serve claims
+    // that were parked or made servable by this batch.
     s = core_.TimedWork(finished);
-    if (s.ok()) s = core_.BeforeCommit();
-    if (s.ok()) s = store_->Commit();
-  } else {
-    finished = batch;
   }
+  for (Op* op : batch) {
+    // After a failure the rest of the batch is not run, only answered.
+    if (!s.ok() || op->Run(core_)) finished.push_back(op);
+  }
+  if (s.ok()) s = core_.TimedWork(finished);
+  if (s.ok()) s = core_.BeforeCommit();
+  if (s.ok()) s = store_->Commit();
   if (!s.ok()) {
     // Nothing of this cycle is durable: memory must forget it too.
     spdlog::error("commit failed, {} operations rejected: {}", finished.size(), s.ToString());
@@ -253,8 +256,7 @@ void EngineImpl::Sync() {
 Result<Task> EngineImpl::Enqueue(const TaskSpec& spec) {
   CHRONOQ_ASSIGN_OR_RETURN(ValidTask valid,
                            ValidateTaskSpec(spec, clock_.Now(), options_.default_max_attempts));
-  CHRONOQ_ASSIGN_OR_RETURN(std::vector<Task> tasks,
-                           Call<std::vector<Task>>([&valid](Core& core) {
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<Task> tasks, Call<std::vector<Task>>([&valid](Core& core) {
                              std::vector<ValidTask> one;
                              one.push_back(std::move(valid));
                              return core.Enqueue(std::move(one));
@@ -268,13 +270,12 @@ Result<std::vector<Task>> EngineImpl::EnqueueBatch(const std::vector<TaskSpec>& 
   std::vector<ValidTask> valid;
   valid.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
-    CHRONOQ_ASSIGN_OR_RETURN(
-        ValidTask t, ValidateTaskSpec(specs[i], now, options_.default_max_attempts,
-                                      "tasks[" + std::to_string(i) + "]."));
+    CHRONOQ_ASSIGN_OR_RETURN(ValidTask t,
+                             ValidateTaskSpec(specs[i], now, options_.default_max_attempts,
+                                              "tasks[" + std::to_string(i) + "]."));
     valid.push_back(std::move(t));
   }
-  return Call<std::vector<Task>>(
-      [&valid](Core& core) { return core.Enqueue(std::move(valid)); });
+  return Call<std::vector<Task>>([&valid](Core& core) { return core.Enqueue(std::move(valid)); });
 }
 
 // --- managing -----------------------------------------------------------------
@@ -289,9 +290,8 @@ Result<Task> EngineImpl::Reschedule(std::string_view id, Timestamp run_at,
   CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
   CHRONOQ_RETURN_IF_ERROR(ValidateDue(run_at, clock_.Now()));
   if (payload) CHRONOQ_RETURN_IF_ERROR(ValidatePayload(*payload));
-  return Call<Task>([&, id = std::string(id)](Core& core) {
-    return core.Reschedule(id, run_at, payload);
-  });
+  return Call<Task>(
+      [&, id = std::string(id)](Core& core) { return core.Reschedule(id, run_at, payload); });
 }
 
 Result<Task> EngineImpl::Retry(std::string_view id) {
@@ -367,8 +367,7 @@ Result<std::vector<Status>> EngineImpl::AckMany(const std::vector<AckRequest>& a
   if (acks.empty()) return Status::InvalidArgument("acks", "must not be empty");
   for (size_t i = 0; i < acks.size(); ++i) {
     if (acks[i].id.empty() || acks[i].id.size() > kMaxIdBytes) {
-      return Status::InvalidArgument("acks[" + std::to_string(i) + "].id",
-                                     "must be 1-200 bytes");
+      return Status::InvalidArgument("acks[" + std::to_string(i) + "].id", "must be 1-200 bytes");
     }
   }
   return Call<std::vector<Status>>([&acks](Core& core) -> Result<std::vector<Status>> {

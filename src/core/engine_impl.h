@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "chronoq/engine.h"
+
 #include "core/core.h"
 #include "dispatch/worker_pool.h"
 #include "store/store.h"

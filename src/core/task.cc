@@ -23,9 +23,7 @@ Result<Enum> ParseName(const std::array<std::string_view, N>& names, std::string
 
 }  // namespace
 
-std::string_view TaskStateName(TaskState state) {
-  return kStateNames[static_cast<size_t>(state)];
-}
+std::string_view TaskStateName(TaskState state) { return kStateNames[static_cast<size_t>(state)]; }
 
 Result<TaskState> ParseTaskState(std::string_view text, std::string_view field) {
   return ParseName<TaskState>(kStateNames, text, field);

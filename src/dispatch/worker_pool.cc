@@ -1,8 +1,8 @@
 #include "dispatch/worker_pool.h"
 
-#include <spdlog/spdlog.h>
-
 #include <exception>
+
+#include <spdlog/spdlog.h>
 
 namespace chronoq {
 
@@ -59,9 +59,9 @@ std::vector<Status> WorkerPool::RunHandler(const std::vector<Lease>& leases) {
   }
   if (out.size() != leases.size()) {
     return std::vector<Status>(
-        leases.size(), Status::Internal("batch handler returned " + std::to_string(out.size()) +
-                                        " results for " + std::to_string(leases.size()) +
-                                        " tasks"));
+        leases.size(),
+        Status::Internal("batch handler returned " + std::to_string(out.size()) + " results for " +
+                         std::to_string(leases.size()) + " tasks"));
   }
   return out;
 }

@@ -103,8 +103,7 @@ class Store {
   virtual Status SaveNextToken(uint64_t next_token) = 0;
 
   // Scheduled rows with from <= due < to, in due order, at most `limit`.
-  virtual Result<std::vector<DueEntry>> LoadScheduled(Timestamp from, Timestamp to,
-                                                      int limit) = 0;
+  virtual Result<std::vector<DueEntry>> LoadScheduled(Timestamp from, Timestamp to, int limit) = 0;
   // The earliest due of a scheduled row with due >= from.
   virtual Result<std::optional<Timestamp>> NextScheduledDue(Timestamp from) = 0;
   // Every running row (there are as many as leases held: few).

@@ -1,1 +1,199 @@
+// In-process handlers (WorkerPool through the Engine) on a fake clock.
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
 #include <gtest/gtest.h>
+
+#include "support/engine_fixture.h"
+
+namespace chronoq {
+namespace {
+
+using namespace std::chrono_literals;
+using test::EngineFixture;
+
+// Records what handlers saw; tests block on it instead of sleeping.
+class Notebook {
+ public:
+  void Record(const Lease& l) {
+    std::lock_guard lock(mu_);
+    seen_.push_back(l);
+    cv_.notify_all();
+  }
+  // Blocks until `n` leases were recorded; returns them.
+  std::vector<Lease> WaitFor(size_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return seen_.size() >= n; });
+    return seen_;
+  }
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return seen_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Lease> seen_;
+};
+
+// A gate a handler blocks on until the test opens it.
+class Gate {
+ public:
+  void Open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void Pass() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+class WorkerPoolTest : public EngineFixture {
+ protected:
+  // Waits until the task reached `state` (the pool acks asynchronously).
+  void AwaitState(const std::string& id, TaskState state) {
+    for (int i = 0; i < 100000 && StateOf(id) != state; ++i) {
+      engine_->Sync();
+      std::this_thread::yield();
+    }
+    EXPECT_EQ(StateOf(id), state) << id;
+  }
+};
+
+TEST_F(WorkerPoolTest, HandlerRunsTasksWhenDueAndAcks) {
+  Notebook book;
+  ASSERT_TRUE(engine_
+                  ->RegisterHandler("q", {},
+                                    [&](const Lease& l) {
+                                      book.Record(l);
+                                      return Status();
+                                    })
+                  .ok());
+  const Task t = Add(5s);
+  engine_->Sync();
+  EXPECT_EQ(book.size(), 0u);
+  clock_.Advance(5s);
+  auto seen = book.WaitFor(1);
+  EXPECT_EQ(seen[0].id, t.id);
+  EXPECT_EQ(seen[0].attempt, 1);
+  AwaitState(t.id, TaskState::kSucceeded);
+}
+
+TEST_F(WorkerPoolTest, ErrorsAndExceptionsRetryWithTheirMessage) {
+  Notebook book;
+  ASSERT_TRUE(engine_
+                  ->RegisterHandler("q", {},
+                                    [&](const Lease& l) -> Status {
+                                      book.Record(l);
+                                      if (l.attempt == 1)
+                                        return Status(StatusCode::kUnavailable, "s3 said 503");
+                                      if (l.attempt == 2) throw std::runtime_error("boom");
+                                      return Status();
+                                    })
+                  .ok());
+  const Task t = Add();
+  book.WaitFor(1);
+  AwaitState(t.id, TaskState::kScheduled);
+  EXPECT_EQ(engine_->Get(t.id)->last_error, "s3 said 503");
+  clock_.Advance(1s);  // the first backoff is at most 1 s
+  book.WaitFor(2);
+  AwaitState(t.id, TaskState::kScheduled);
+  EXPECT_EQ(engine_->Get(t.id)->last_error, "exception: boom");
+  clock_.Advance(2s);
+  book.WaitFor(3);
+  AwaitState(t.id, TaskState::kSucceeded);
+  EXPECT_EQ(engine_->Get(t.id)->attempt, 3);
+}
+
+TEST_F(WorkerPoolTest, LeaseIsExtendedWhileTheHandlerRuns) {
+  Notebook book;
+  Gate gate;
+  ASSERT_TRUE(engine_
+                  ->RegisterHandler("q", {.lease = 3s},
+                                    [&](const Lease& l) {
+                                      book.Record(l);
+                                      gate.Pass();
+                                      return Status();
+                                    })
+                  .ok());
+  const Task t = Add();
+  book.WaitFor(1);
+  // 30 s of handler time on a 3 s lease: the keeper extends every second.
+  for (int i = 0; i < 30; ++i) {
+    clock_.Advance(1s);
+    // Wait for the keeper's extension to land before moving on.
+    for (int spin = 0; spin < 100000; ++spin) {
+      auto task = engine_->Get(t.id);
+      if (task->lease_until && *task->lease_until >= clock_.Now() + 2s) break;
+      std::this_thread::yield();
+    }
+  }
+  engine_->Sync();
+  auto running = engine_->Get(t.id);
+  EXPECT_EQ(running->state, TaskState::kRunning);
+  EXPECT_EQ(running->attempt, 1);
+  gate.Open();
+  AwaitState(t.id, TaskState::kSucceeded);
+  EXPECT_EQ(book.size(), 1u);  // never run twice
+}
+
+TEST_F(WorkerPoolTest, BatchHandlerAcknowledgesOnlyWhatSucceeded) {
+  std::vector<TaskSpec> specs(10, TaskSpec{.queue = "rows"});
+  for (size_t i = 0; i < specs.size(); ++i) specs[i].payload = std::to_string(i);
+  auto tasks = engine_->EnqueueBatch(specs);
+  ASSERT_TRUE(tasks.ok());
+  Notebook book;
+  ASSERT_TRUE(engine_
+                  ->RegisterBatchHandler("rows", {.batch_size = 10},
+                                         [&](std::span<const Lease> leases) {
+                                           std::vector<Status> out;
+                                           for (const Lease& l : leases) {
+                                             book.Record(l);
+                                             const bool even = std::stoi(l.payload) % 2 == 0;
+                                             out.push_back(even ? Status()
+                                                                : Status(StatusCode::kUnavailable,
+                                                                         "delete failed"));
+                                           }
+                                           return out;
+                                         })
+                  .ok());
+  book.WaitFor(10);
+  for (const Task& t : *tasks) {
+    const bool even = std::stoi(t.payload) % 2 == 0;
+    AwaitState(t.id, even ? TaskState::kSucceeded : TaskState::kScheduled);
+    if (!even) {
+      EXPECT_EQ(engine_->Get(t.id)->last_error, "delete failed");
+    }
+  }
+}
+
+TEST_F(WorkerPoolTest, OnePoolPerQueue) {
+  auto noop = [](const Lease&) { return Status(); };
+  ASSERT_TRUE(engine_->RegisterHandler("q", {}, noop).ok());
+  EXPECT_EQ(engine_->RegisterHandler("q", {}, noop).code(), StatusCode::kAlreadyExists);
+}
+
+TEST_F(WorkerPoolTest, IdlePoolsStopPromptly) {
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(engine_
+                    ->RegisterHandler("q" + std::to_string(i), {.concurrency = 4},
+                                      [](const Lease&) { return Status(); })
+                    .ok());
+  }
+  engine_->Sync();
+  engine_.reset();  // must not hang on the workers' waiting claims
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace chronoq

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "chronoq/clock.h"
 
@@ -32,14 +33,35 @@ class FakeClock final : public Clock {
       std::lock_guard g(mu_);
       if (now_ >= deadline) return;
       id = next_id_++;
-      waiters_.emplace(id, Waiter{lock.mutex(), &cv});
+      waiters_.emplace(id, Waiter{lock.mutex(), &cv, deadline});
     }
+    registered_.notify_all();
     cv.wait(lock);
     std::lock_guard g(mu_);
     waiters_.erase(id);
   }
 
   void Advance(Duration d) { Set(Now() + d); }
+
+  // Blocks until some thread waits on this clock with exactly `deadline`: lets
+  // a test know a claim or lease timer is armed before it moves time.
+  void AwaitWaiter(Timestamp deadline) {
+    std::unique_lock g(mu_);
+    registered_.wait(g, [&] {
+      for (const auto& [id, w] : waiters_) {
+        if (w.deadline == deadline) return true;
+      }
+      return false;
+    });
+  }
+
+  // The deadlines of the threads waiting now (kForever for "until notified").
+  std::vector<Timestamp> Deadlines() const {
+    std::lock_guard g(mu_);
+    std::vector<Timestamp> out;
+    for (const auto& [id, w] : waiters_) out.push_back(w.deadline);
+    return out;
+  }
 
   void Set(Timestamp t) {
     std::map<uint64_t, Waiter> waiters;
@@ -61,11 +83,13 @@ class FakeClock final : public Clock {
   struct Waiter {
     std::mutex* mu;
     std::condition_variable* cv;
+    Timestamp deadline;
   };
   mutable std::mutex mu_;
   Timestamp now_;
   uint64_t next_id_ = 0;
   std::map<uint64_t, Waiter> waiters_;
+  std::condition_variable registered_;
 };
 
 }  // namespace chronoq::test

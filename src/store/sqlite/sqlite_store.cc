@@ -1,11 +1,11 @@
 #include "store/sqlite/sqlite_store.h"
 
-#include <sqlite3.h>
-
 #include <filesystem>
 #include <mutex>
 #include <string>
 #include <utility>
+
+#include <sqlite3.h>
 
 namespace chronoq {
 namespace {
@@ -39,9 +39,14 @@ INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 1), ('next_token', 1);
 
 constexpr int kSchemaVersion = 1;
 
-#define CHRONOQ_TASK_COLS                                                                      \
+// The task columns in Stmt::Row() order; qualified (for joins) and bare (for
+// RETURNING, which takes no table prefix).
+#define CHRONOQ_TASK_COLS                                                                \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, " \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap"
+#define CHRONOQ_TASK_COLS_BARE                                                        \
+  "seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at, token, " \
+  "last_error, updated, backoff_base, backoff_cap"
 
 int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
 Timestamp FromMicros(int64_t v) { return Timestamp(Duration(v)); }
@@ -399,8 +404,8 @@ class SqliteStore final : public Store {
   }
 
   Result<std::vector<ReadRow>> List(const ListQuery& q) override {
-    std::string sql = "SELECT " CHRONOQ_TASK_COLS
-                      ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
+    std::string sql =
+        "SELECT " CHRONOQ_TASK_COLS ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
     const bool by_due = q.state.has_value() && *q.state != TaskState::kDead;
     if (q.state.has_value()) sql += "t.state = ?1 AND ";
     if (by_due) {
@@ -459,8 +464,8 @@ class SqliteStore final : public Store {
         {&w_.by_seq, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.seq = ?1"},
         {&w_.by_name, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.name = ?1"},
         {&w_.mark_running,
-         "UPDATE tasks AS t SET state=1, run_at=due, due=?2, token=?3, attempt=attempt+1,"
-         " updated=?4 WHERE seq=?1 AND state=0 RETURNING " CHRONOQ_TASK_COLS},
+         "UPDATE tasks SET state=1, run_at=due, due=?2, token=?3, attempt=attempt+1,"
+         " updated=?4 WHERE seq=?1 AND state=0 RETURNING " CHRONOQ_TASK_COLS_BARE},
         // Leaving `scheduled` keeps the instant it was due in run_at; entering
         // it clears run_at, since due is the run time again.
         {&w_.move,
@@ -474,7 +479,8 @@ class SqliteStore final : public Store {
         {&w_.load_scheduled,
          "SELECT seq, qid, due, prio FROM tasks WHERE state=0 AND due >= ?1 AND due < ?2"
          " ORDER BY due LIMIT ?3"},
-        {&w_.next_scheduled, "SELECT due FROM tasks WHERE state=0 AND due >= ?1 ORDER BY due LIMIT 1"},
+        {&w_.next_scheduled,
+         "SELECT due FROM tasks WHERE state=0 AND due >= ?1 ORDER BY due LIMIT 1"},
         {&w_.load_running, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.state=1"},
         {&w_.purge,
          "DELETE FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE state IN (2,3)"
@@ -482,8 +488,8 @@ class SqliteStore final : public Store {
         {&w_.next_purge, "SELECT due FROM tasks WHERE state=?1 ORDER BY due LIMIT 1"},
     };
     for (const auto& [stmt, sql] : writer) CHRONOQ_RETURN_IF_ERROR(stmt->Prepare(writer_, sql));
-    const char* read_cols = "SELECT " CHRONOQ_TASK_COLS
-                            ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
+    const char* read_cols =
+        "SELECT " CHRONOQ_TASK_COLS ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
     CHRONOQ_RETURN_IF_ERROR(r_.by_seq.Prepare(reader_, std::string(read_cols) + "t.seq = ?1"));
     CHRONOQ_RETURN_IF_ERROR(r_.by_name.Prepare(reader_, std::string(read_cols) + "t.name = ?1"));
     return {};
@@ -494,7 +500,8 @@ class SqliteStore final : public Store {
   struct WriterStatements {
     Stmt begin, commit, rollback, savepoint, release, rollback_to;
     Stmt queue_id, queue_add, queues;
-    Stmt insert, overwrite, remove, by_seq, by_name, mark_running, move, set_due, set_payload, save_token;
+    Stmt insert, overwrite, remove, by_seq, by_name, mark_running, move, set_due, set_payload,
+        save_token;
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
   } w_;  // engine loop thread only
   std::mutex reader_mu_;

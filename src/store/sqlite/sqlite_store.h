@@ -8,6 +8,7 @@
 #include <string>
 
 #include "chronoq/engine.h"
+
 #include "store/store.h"
 
 namespace chronoq {
