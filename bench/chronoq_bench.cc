@@ -1,1 +1,662 @@
-int main() { return 0; }
+// chronoq-bench: the load generator of the workloads in BENCHMARKS.md.
+//
+//   chronoq-bench --workload W1|W2|W3|W4|W5|W8|all --target embedded
+//                 [--dir DIR] [-n N] [--runs R] [--concurrency C] [--batch B]
+//
+// Prints one JSON object per result line on stdout, e.g.
+//   {"workload":"W1","target":"embedded","mode":"batch","n":100000,"per_s":312345}
+// and progress and diagnostics on stderr only. Each workload opens a fresh
+// engine (DIR/<workload>-<mode>.db) on the real system clock. With --runs R
+// every workload runs R times and prints every run; whoever reads the lines
+// takes the median.
+//
+// Only the `embedded` target (the engine in-process) exists so far.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "chronoq/clock.h"
+#include "chronoq/engine.h"
+#include "chronoq/status.h"
+#include "chronoq/task.h"
+
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;  // keys in the order written
+using SteadyClock = std::chrono::steady_clock;
+
+// A failed workload: reported on stderr, exit status 1.
+class BenchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string workload;
+  std::string target;
+  std::string dir = "bench-data";
+  int64_t n = 0;  // 0: each workload's default
+  int runs = 1;
+  int concurrency = 4;  // W2 workers
+  int batch = 256;      // W2 claim batch
+  double idle_s = 10;   // W5 idle period
+};
+
+// --- helpers -------------------------------------------------------------------
+
+void Check(const chronoq::Status& s, const std::string& what) {
+  if (!s.ok()) throw BenchError(what + ": " + s.ToString());
+}
+
+template <typename T>
+T Check(chronoq::Result<T> r, const std::string& what) {
+  if (!r.ok()) throw BenchError(what + ": " + r.status().ToString());
+  return std::move(r).value();
+}
+
+double Round(double v, int digits) {
+  const double scale = std::pow(10.0, digits);
+  return std::round(v * scale) / scale;
+}
+
+double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+void Emit(const json& line) { std::cout << line.dump() << std::endl; }
+
+json Line(const std::string& workload, const std::string& mode, int64_t n) {
+  json j;
+  j["workload"] = workload;
+  j["target"] = "embedded";
+  if (!mode.empty()) j["mode"] = mode;
+  j["n"] = n;
+  return j;
+}
+
+fs::path DbPath(const Options& o, const std::string& workload, const std::string& mode) {
+  return fs::path(o.dir) / (mode.empty() ? workload + ".db" : workload + "-" + mode + ".db");
+}
+
+void RemoveDb(const fs::path& db) {
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::error_code ec;
+    fs::remove(db.string() + suffix, ec);
+    if (ec) throw BenchError("cannot remove " + db.string() + suffix + ": " + ec.message());
+  }
+}
+
+// Bytes of the database file and its WAL (whichever exist).
+uint64_t DbBytes(const fs::path& db) {
+  uint64_t total = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    std::error_code ec;
+    const uintmax_t size = fs::file_size(db.string() + suffix, ec);
+    if (!ec) total += size;
+  }
+  return total;
+}
+
+std::unique_ptr<chronoq::Engine> OpenEngine(const fs::path& db) {
+  chronoq::EngineOptions options;
+  options.path = db.string();
+  return Check(chronoq::Engine::Open(options), "open " + db.string());
+}
+
+// Deletes DB (and its -wal/-shm) and opens a fresh engine on it.
+std::unique_ptr<chronoq::Engine> OpenFresh(const fs::path& db) {
+  RemoveDb(db);
+  return OpenEngine(db);
+}
+
+// Resident memory of this process, in MiB.
+double RssMib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  }
+  throw BenchError("no VmRSS in /proc/self/status");
+}
+
+// Voluntary context switches of every thread of this process but `skip_tid`.
+int64_t VoluntarySwitches(pid_t skip_tid) {
+  int64_t total = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc/self/task")) {
+    if (e.path().filename() == std::to_string(skip_tid)) continue;
+    std::ifstream in(e.path() / "status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+        total += std::stoll(line.substr(24));
+        break;
+      }
+    }
+  }
+  return total;
+}
+
+double CpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto secs = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+  };
+  return secs(ru.ru_utime) + secs(ru.ru_stime);
+}
+
+// Hands memory freed by the previous workload back to the OS, so that one
+// workload's resident memory does not include another's leftovers.
+void TrimHeap() { malloc_trim(0); }
+
+// A 16-byte JSON payload: {"n":1234567890}.
+std::string Payload(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> digits(1'000'000'000, 9'999'999'999);
+  return "{\"n\":" + std::to_string(digits(rng)) + "}";
+}
+
+// Tasks of `queue` with 16-byte payloads, each due after a uniformly random
+// delay in [lo, hi].
+std::vector<chronoq::TaskSpec> MakeSpecs(const std::string& queue, int64_t count,
+                                         chronoq::Duration lo, chronoq::Duration hi,
+                                         std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> delay(lo.count(), hi.count());
+  std::vector<chronoq::TaskSpec> specs(static_cast<size_t>(count));
+  for (chronoq::TaskSpec& s : specs) {
+    s.queue = queue;
+    s.payload = Payload(rng);
+    s.delay = chronoq::Duration(delay(rng));
+  }
+  return specs;
+}
+
+// Enqueues `specs` in batches of `batch`; returns the seconds spent in
+// EnqueueBatch.
+double EnqueueBatched(chronoq::Engine& engine, const std::vector<chronoq::TaskSpec>& specs,
+                      size_t batch) {
+  double spent = 0;
+  std::vector<chronoq::TaskSpec> chunk;
+  for (size_t i = 0; i < specs.size(); i += batch) {
+    const size_t end = std::min(specs.size(), i + batch);
+    chunk.assign(specs.begin() + static_cast<std::ptrdiff_t>(i),
+                 specs.begin() + static_cast<std::ptrdiff_t>(end));
+    const auto t0 = SteadyClock::now();
+    Check(engine.EnqueueBatch(chunk), "enqueue batch");
+    spent += Seconds(SteadyClock::now() - t0);
+  }
+  return spent;
+}
+
+// Counts the tasks of `queue` in `state` by paging through List.
+int64_t CountTasks(chronoq::Engine& engine, const std::string& queue, chronoq::TaskState state) {
+  chronoq::ListRequest req;
+  req.queue = queue;
+  req.state = state;
+  req.limit = 1000;
+  int64_t count = 0;
+  while (true) {
+    chronoq::TaskPage page = Check(engine.List(req), "list tasks");
+    count += static_cast<int64_t>(page.tasks.size());
+    if (page.next_cursor.empty()) return count;
+    req.cursor = page.next_cursor;
+  }
+}
+
+bool AnyTask(chronoq::Engine& engine, const std::string& queue, chronoq::TaskState state) {
+  chronoq::ListRequest req;
+  req.queue = queue;
+  req.state = state;
+  req.limit = 1;
+  return !Check(engine.List(req), "list tasks").tasks.empty();
+}
+
+// Returns once no task of `queue` is scheduled or running: the last
+// acknowledgement is committed. Workers acknowledge after their handler
+// returns, so a handler count alone does not mean that.
+void WaitAllAcked(chronoq::Engine& engine, const std::string& queue,
+                  SteadyClock::time_point limit) {
+  while (AnyTask(engine, queue, chronoq::TaskState::kRunning) ||
+         AnyTask(engine, queue, chronoq::TaskState::kScheduled)) {
+    if (SteadyClock::now() > limit) {
+      throw BenchError("tasks of queue " + queue + " still unacknowledged at the time limit");
+    }
+    engine.Sync();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// Counts handler calls and wakes a waiter once `target` calls were made.
+class CallCounter {
+ public:
+  explicit CallCounter(int64_t target) : target_(target) {}
+
+  // Returns the 0-based index of this call.
+  int64_t Add() {
+    if (first_.load(std::memory_order_relaxed) == 0) {
+      SteadyClock::rep unset = 0;
+      first_.compare_exchange_strong(unset, SteadyClock::now().time_since_epoch().count());
+    }
+    const int64_t i = calls_.fetch_add(1);
+    if (i + 1 == target_) {
+      std::lock_guard lock(mu_);
+      reached_ = true;
+      cv_.notify_all();
+    }
+    return i;
+  }
+  // False when `timeout` passed first.
+  bool Wait(SteadyClock::duration timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return reached_; });
+  }
+  int64_t calls() const { return calls_.load(); }
+  // When the first call began; valid once Wait returned true.
+  SteadyClock::time_point first() const {
+    return SteadyClock::time_point(SteadyClock::duration(first_.load()));
+  }
+
+ private:
+  const int64_t target_;
+  std::atomic<int64_t> calls_{0};
+  std::atomic<SteadyClock::rep> first_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool reached_ = false;
+};
+
+// --- workloads ---------------------------------------------------------------------
+
+// W1: enqueue throughput, batched (one caller) and one task per call (16 callers).
+void RunW1(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  {
+    const fs::path db = DbPath(o, "W1", "batch");
+    auto engine = OpenFresh(db);
+    const auto specs = MakeSpecs("w1", n, std::chrono::seconds(1), std::chrono::seconds(600), rng);
+    std::cerr << "W1 batch: enqueueing " << n << " tasks in batches of 1000\n";
+    const auto t0 = SteadyClock::now();
+    EnqueueBatched(*engine, specs, 1000);
+    const double s = Seconds(SteadyClock::now() - t0);
+    json j = Line("W1", "batch", n);
+    j["per_s"] = std::llround(static_cast<double>(n) / s);
+    Emit(j);
+  }
+  TrimHeap();
+  {
+    constexpr int kCallers = 16;
+    const fs::path db = DbPath(o, "W1", "single");
+    auto engine = OpenFresh(db);
+    std::vector<std::vector<chronoq::TaskSpec>> per_thread;
+    for (int t = 0; t < kCallers; ++t) {
+      const int64_t count = n / kCallers + (t < n % kCallers ? 1 : 0);
+      per_thread.push_back(
+          MakeSpecs("w1", count, std::chrono::seconds(1), std::chrono::seconds(600), rng));
+    }
+    std::cerr << "W1 single: enqueueing " << n << " tasks one per call from " << kCallers
+              << " threads\n";
+    std::mutex mu;
+    std::condition_variable cv;
+    bool go = false;
+    std::string error;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kCallers; ++t) {
+      threads.emplace_back([&, t] {
+        {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return go; });
+        }
+        for (const chronoq::TaskSpec& spec : per_thread[static_cast<size_t>(t)]) {
+          chronoq::Result<chronoq::Task> r = engine->Enqueue(spec);
+          if (!r.ok()) {
+            std::lock_guard lock(mu);
+            if (error.empty()) error = "enqueue: " + r.status().ToString();
+            return;
+          }
+        }
+      });
+    }
+    const auto t0 = SteadyClock::now();
+    {
+      std::lock_guard lock(mu);
+      go = true;
+    }
+    cv.notify_all();
+    for (std::thread& t : threads) t.join();
+    const double s = Seconds(SteadyClock::now() - t0);
+    if (!error.empty()) throw BenchError(error);
+    json j = Line("W1", "single", n);
+    j["per_s"] = std::llround(static_cast<double>(n) / s);
+    Emit(j);
+  }
+}
+
+// W2: drain N tasks due now with a no-op handler.
+void RunW2(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const fs::path db = DbPath(o, "W2", "");
+  CallCounter counter(n);
+  std::atomic<int64_t> repeated{0};  // leases on a second or later attempt
+  auto engine = OpenFresh(db);
+  const auto specs = MakeSpecs("w2", n, chronoq::Duration::zero(), chronoq::Duration::zero(), rng);
+  std::cerr << "W2: enqueueing " << n << " tasks due now\n";
+  EnqueueBatched(*engine, specs, 1000);
+  engine->Sync();
+
+  chronoq::HandlerOptions ho;
+  ho.concurrency = o.concurrency;
+  ho.batch_size = o.batch;
+  std::cerr << "W2: draining with concurrency " << ho.concurrency << ", batch " << ho.batch_size
+            << "\n";
+  Check(engine->RegisterHandler("w2", ho,
+                                [&](const chronoq::Lease& lease) {
+                                  if (lease.attempt > 1) repeated.fetch_add(1);
+                                  counter.Add();
+                                  return chronoq::Status::Ok();
+                                }),
+        "register handler");
+  const auto limit = SteadyClock::now() + std::chrono::seconds(120) +
+                     std::chrono::microseconds(n * 100);  // generous: 10k/s
+  if (!counter.Wait(limit - SteadyClock::now())) {
+    throw BenchError("W2: only " + std::to_string(counter.calls()) + " of " + std::to_string(n) +
+                     " tasks handled before the time limit");
+  }
+  WaitAllAcked(*engine, "w2", limit);
+  const auto end = SteadyClock::now();
+  const double s = Seconds(end - counter.first());
+
+  const int64_t succeeded = CountTasks(*engine, "w2", chronoq::TaskState::kSucceeded);
+  const int64_t calls = counter.calls();
+  if (succeeded != n) {
+    throw BenchError("W2: " + std::to_string(succeeded) + " of " + std::to_string(n) +
+                     " tasks succeeded after the drain (" + std::to_string(calls) +
+                     " handler calls)");
+  }
+  if (repeated.load() != 0) {
+    std::cerr << "W2: " << repeated.load() << " leases had attempt > 1\n";
+  }
+  json j = Line("W2", "", n);
+  j["per_s"] = std::llround(static_cast<double>(n) / s);
+  j["redelivered"] = calls - n;
+  Emit(j);
+  engine.reset();  // before the handler's captures go away
+}
+
+// Nearest-rank percentile of sorted values.
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+// W3: lateness of N tasks spread evenly over 10 s.
+void RunW3(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const fs::path db = DbPath(o, "W3", "");
+  std::vector<double> lateness_ms(static_cast<size_t>(n));
+  CallCounter counter(n);
+  auto engine = OpenFresh(db);
+
+  chronoq::HandlerOptions ho;
+  ho.concurrency = 2;
+  Check(engine->RegisterHandler(
+            "w3", ho,
+            [&](const chronoq::Lease& lease) {
+              const auto now =
+                  std::chrono::time_point_cast<chronoq::Duration>(std::chrono::system_clock::now());
+              const int64_t i = counter.Add();
+              if (i < n) {
+                lateness_ms[static_cast<size_t>(i)] =
+                    std::chrono::duration<double, std::milli>(now - lease.run_at).count();
+              }
+              return chronoq::Status::Ok();
+            }),
+        "register handler");
+
+  // The first task is due 1 s from now, so the enqueue itself is not late.
+  const auto start =
+      std::chrono::time_point_cast<chronoq::Duration>(std::chrono::system_clock::now()) +
+      std::chrono::seconds(1);
+  std::vector<chronoq::TaskSpec> specs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    chronoq::TaskSpec& s = specs[static_cast<size_t>(i)];
+    s.queue = "w3";
+    s.payload = Payload(rng);
+    s.run_at = start + chronoq::Duration(i * 10'000'000 / n);
+  }
+  std::cerr << "W3: scheduling " << n << " tasks over 10 s\n";
+  EnqueueBatched(*engine, specs, 1000);
+  if (!counter.Wait(std::chrono::seconds(11 + 60))) {
+    throw BenchError("W3: only " + std::to_string(counter.calls()) + " of " + std::to_string(n) +
+                     " tasks ran within 60 s of the last one being due");
+  }
+  std::sort(lateness_ms.begin(), lateness_ms.end());
+  json j = Line("W3", "", n);
+  j["p50_ms"] = Round(Percentile(lateness_ms, 50), 3);
+  j["p99_ms"] = Round(Percentile(lateness_ms, 99), 3);
+  j["max_ms"] = Round(lateness_ms.back(), 3);
+  if (counter.calls() != n) j["redelivered"] = counter.calls() - n;
+  Emit(j);
+  engine.reset();
+}
+
+// W4: disk bytes per pending task and resident memory with N tasks.
+void RunW4(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const fs::path db = DbPath(o, "W4", "");
+  OpenFresh(db).reset();
+  const uint64_t empty_bytes = DbBytes(db);
+  const double rss_base = RssMib();
+
+  auto engine = OpenEngine(db);
+  const auto specs = MakeSpecs("w4", n, std::chrono::seconds(1), std::chrono::seconds(600), rng);
+  std::cerr << "W4: enqueueing " << n << " tasks in batches of 1000\n";
+  EnqueueBatched(*engine, specs, 1000);
+  engine->Sync();
+  const double rss = RssMib();
+  engine.reset();
+  const uint64_t full_bytes = DbBytes(db);
+  std::cerr << "W4: database " << empty_bytes << " bytes empty, " << full_bytes << " bytes with "
+            << n << " tasks\n";
+
+  json j = Line("W4", "", n);
+  j["bytes_per_task"] =
+      Round(static_cast<double>(full_bytes - empty_bytes) / static_cast<double>(n), 1);
+  j["rss_mib"] = Round(rss, 1);
+  j["rss_base_mib"] = Round(rss_base, 1);  // before the engine was opened
+  Emit(j);
+}
+
+// W5: the cost of an idle engine holding N tasks due in an hour, with workers
+// waiting for them.
+void RunW5(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const fs::path db = DbPath(o, "W5", "");
+  std::atomic<int64_t> calls{0};
+  auto engine = OpenFresh(db);
+  const auto specs = MakeSpecs("w5", n, std::chrono::hours(1), std::chrono::hours(1), rng);
+  std::cerr << "W5: enqueueing " << n << " tasks due in 1 h\n";
+  EnqueueBatched(*engine, specs, 1000);
+  chronoq::HandlerOptions ho;
+  ho.concurrency = 2;
+  Check(engine->RegisterHandler("w5", ho,
+                                [&](const chronoq::Lease&) {
+                                  calls.fetch_add(1);
+                                  return chronoq::Status::Ok();
+                                }),
+        "register handler");
+  engine->Sync();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the workers park
+
+  std::cerr << "W5: idling " << o.idle_s << " s\n";
+  // This thread's own sleep is the harness, not the engine: leave it out.
+  const pid_t self = static_cast<pid_t>(gettid());
+  const int64_t switches0 = VoluntarySwitches(self);
+  const double cpu0 = CpuSeconds();
+  const auto t0 = SteadyClock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_s));
+  const int64_t switches1 = VoluntarySwitches(self);
+  const double cpu1 = CpuSeconds();
+  const double s = Seconds(SteadyClock::now() - t0);
+  if (calls.load() != 0) std::cerr << "W5: handler ran " << calls.load() << " times (expected 0)\n";
+
+  json j = Line("W5", "", n);
+  j["wakeups_per_s"] = Round(static_cast<double>(switches1 - switches0) / s, 2);
+  j["cpu_pct"] = Round((cpu1 - cpu0) / s * 100.0, 3);
+  Emit(j);
+  engine.reset();
+}
+
+// W8: N tasks due over 30 days: enqueue time, bytes per task, resident memory,
+// restart time.
+void RunW8(const Options& o, int64_t n, uint64_t seed) {
+  constexpr int64_t kBatch = 10'000;
+  std::mt19937_64 rng(seed);
+  const fs::path db = DbPath(o, "W8", "");
+  OpenFresh(db).reset();
+  const uint64_t empty_bytes = DbBytes(db);
+
+  auto engine = OpenEngine(db);
+  std::cerr << "W8: enqueueing " << n << " tasks due over 30 days in batches of " << kBatch << "\n";
+  double enqueue_s = 0;
+  int64_t next_report = 1;
+  for (int64_t done = 0; done < n;) {
+    const int64_t count = std::min(kBatch, n - done);
+    const auto specs =
+        MakeSpecs("w8", count, std::chrono::seconds(1), std::chrono::hours(24 * 30), rng);
+    enqueue_s += EnqueueBatched(*engine, specs, static_cast<size_t>(kBatch));
+    done += count;
+    while (next_report <= 10 && done * 10 >= n * next_report) {
+      std::cerr << "W8: " << next_report * 10 << "% (" << done << " tasks, " << Round(enqueue_s, 1)
+                << " s)\n";
+      ++next_report;
+    }
+  }
+  engine->Sync();
+  const double rss = RssMib();
+  engine.reset();
+  const uint64_t full_bytes = DbBytes(db);
+  TrimHeap();
+
+  std::cerr << "W8: restarting\n";
+  const auto t0 = SteadyClock::now();
+  engine = OpenEngine(db);
+  const double restart_s = Seconds(SteadyClock::now() - t0);
+  engine->Sync();
+  const double rss_restart = RssMib();
+  engine.reset();
+
+  json j = Line("W8", "", n);
+  j["enqueue_s"] = Round(enqueue_s, 3);
+  j["bytes_per_task"] =
+      Round(static_cast<double>(full_bytes - empty_bytes) / static_cast<double>(n), 1);
+  j["rss_mib"] = Round(rss, 1);
+  j["restart_s"] = Round(restart_s, 3);
+  j["rss_mib_after_restart"] = Round(rss_restart, 1);
+  Emit(j);
+}
+
+struct Workload {
+  const char* name;
+  int64_t default_n;
+  void (*run)(const Options&, int64_t, uint64_t);
+};
+
+constexpr Workload kWorkloads[] = {
+    {"W1", 100'000, RunW1}, {"W2", 50'000, RunW2},  {"W3", 5'000, RunW3},
+    {"W4", 100'000, RunW4}, {"W5", 100'000, RunW5}, {"W8", 10'000'000, RunW8},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"chronoq load generator: runs the workloads of BENCHMARKS.md"};
+  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W8 or all")->required();
+  app.add_option("--target", o.target, "embedded (http is not implemented yet)")->required();
+  app.add_option("--dir", o.dir, "directory for the benchmark databases")->capture_default_str();
+  app.add_option("-n", o.n, "tasks per workload (default: each workload's own)");
+  app.add_option("--runs", o.runs, "repetitions of each workload")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--concurrency", o.concurrency, "W2 worker threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--batch", o.batch, "W2 tasks claimed at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--idle", o.idle_s, "W5 idle seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  if (o.target != "embedded") {
+    std::cerr << "chronoq-bench: target '" << o.target
+              << "' is not supported: only 'embedded' exists so far (the http target needs the "
+                 "server)\n";
+    return 2;
+  }
+  if (o.n < 0) {
+    std::cerr << "chronoq-bench: -n must be positive\n";
+    return 2;
+  }
+  std::vector<const Workload*> selected;
+  for (const Workload& w : kWorkloads) {
+    if (o.workload == "all" || o.workload == w.name) selected.push_back(&w);
+  }
+  if (selected.empty()) {
+    std::cerr << "chronoq-bench: unknown workload '" << o.workload
+              << "': expected W1, W2, W3, W4, W5, W8 or all (W6 and W7 are not implemented "
+                 "yet)\n";
+    return 2;
+  }
+  if (o.workload == "all") {
+    if (o.n > 0) {
+      std::cerr << "chronoq-bench: every workload uses n=" << o.n << "\n";
+    } else {
+      std::cerr << "chronoq-bench: W8 uses n=1000000 under 'all' (pass -n to change)\n";
+    }
+  }
+
+  std::error_code ec;
+  fs::create_directories(o.dir, ec);
+  if (ec) {
+    std::cerr << "chronoq-bench: cannot create " << o.dir << ": " << ec.message() << "\n";
+    return 1;
+  }
+  try {
+    for (const Workload* w : selected) {
+      int64_t n = o.n > 0 ? o.n : w->default_n;
+      if (o.n == 0 && o.workload == "all" && std::string(w->name) == "W8") n = 1'000'000;
+      for (int run = 0; run < o.runs; ++run) {
+        if (o.runs > 1) std::cerr << w->name << ": run " << run + 1 << " of " << o.runs << "\n";
+        TrimHeap();
+        w->run(o, n, 42 + static_cast<uint64_t>(run));
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "chronoq-bench: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -65,9 +65,11 @@ Status ValidateTaskId(std::string_view id, std::string_view field) {
   for (size_t i = 0; i < id.size();) {
     const size_t n = Utf8SequenceLength(id, i);
     if (n == 0) return Status::InvalidArgument(field, "not valid UTF-8");
-    if (n == 1 && (static_cast<unsigned char>(id[i]) < 0x20 || id[i] == 0x7f)) {
-      return Status::InvalidArgument(field, "must not contain control characters");
-    }
+    // C0 controls and DEL, and C1 controls (U+0080-U+009F, encoded C2 80-9F).
+    const auto c = static_cast<unsigned char>(id[i]);
+    const bool c0 = n == 1 && (c < 0x20 || c == 0x7f);
+    const bool c1 = n == 2 && c == 0xc2 && static_cast<unsigned char>(id[i + 1]) < 0xa0;
+    if (c0 || c1) return Status::InvalidArgument(field, "must not contain control characters");
     i += n;
   }
   return {};

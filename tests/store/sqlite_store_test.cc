@@ -1,1 +1,936 @@
+#include "store/sqlite/sqlite_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
+
+#include "chronoq/engine.h"
+
+#include "store/store.h"
+#include <unistd.h>
+
+namespace chronoq {
+namespace {
+
+using std::chrono::seconds;
+
+// 2026-11-22T00:00:00Z.
+constexpr Timestamp kNow = Timestamp(seconds(1'795'305'600));
+
+// A fresh directory per test, removed afterwards.
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("chronoq_store_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++) +
+            "_" + info->name());
+    std::filesystem::remove_all(dir_);
+    path_ = (dir_ / "db" / "chronoq.db").string();  // "db" does not exist yet
+    Reopen();
+  }
+
+  void TearDown() override {
+    store_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Closes the store (if open) and opens the same file again.
+  void Reopen() {
+    store_.reset();
+    Result<std::unique_ptr<Store>> s = OpenSqliteStore(path_, Durability::kNormal);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(s).value();
+  }
+
+  int64_t Queue(const std::string& name) {
+    Result<int64_t> qid = store_->QueueId(name);
+    EXPECT_TRUE(qid.ok()) << qid.status().ToString();
+    return qid.ok() ? *qid : -1;
+  }
+
+  // Inserts `row` in its own transaction.
+  void InsertCommitted(const TaskRow& row) {
+    ASSERT_TRUE(store_->Begin().ok());
+    Result<bool> inserted = store_->Insert(row);
+    ASSERT_TRUE(inserted.ok()) << inserted.status().ToString();
+    ASSERT_TRUE(*inserted) << "seq " << row.seq;
+    ASSERT_TRUE(store_->Commit().ok());
+  }
+
+  std::optional<TaskRow> Find(int64_t seq) {
+    Result<std::optional<TaskRow>> r = store_->FindBySeq(seq);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::nullopt;
+  }
+
+  std::optional<Store::ReadRow> Read(int64_t seq) {
+    Result<std::optional<Store::ReadRow>> r = store_->ReadBySeq(seq);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::nullopt;
+  }
+
+  // The seqs of a List page.
+  std::vector<int64_t> ListSeqs(const Store::ListQuery& q) {
+    Result<std::vector<Store::ReadRow>> r = store_->List(q);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<int64_t> out;
+    if (r.ok()) {
+      for (const Store::ReadRow& row : *r) out.push_back(row.row.seq);
+    }
+    return out;
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+  std::unique_ptr<Store> store_;
+};
+
+TaskRow Row(int64_t seq, int64_t qid, TaskState state, std::optional<Timestamp> due) {
+  TaskRow r;
+  r.seq = seq;
+  r.qid = qid;
+  r.state = state;
+  r.due = due;
+  r.max_attempts = 25;
+  r.payload = R"({"n":)" + std::to_string(seq) + "}";
+  r.updated = kNow;
+  return r;
+}
+
+TaskRow Scheduled(int64_t seq, int64_t qid, Timestamp due) {
+  return Row(seq, qid, TaskState::kScheduled, due);
+}
+
+void ExpectSameRow(const TaskRow& got, const TaskRow& want) {
+  EXPECT_EQ(got.seq, want.seq);
+  EXPECT_EQ(got.name, want.name);
+  EXPECT_EQ(got.qid, want.qid);
+  EXPECT_EQ(got.state, want.state);
+  EXPECT_EQ(got.due, want.due);
+  EXPECT_EQ(got.priority, want.priority);
+  EXPECT_EQ(got.attempt, want.attempt);
+  EXPECT_EQ(got.max_attempts, want.max_attempts);
+  EXPECT_EQ(got.payload, want.payload);
+  EXPECT_EQ(got.run_at, want.run_at);
+  EXPECT_EQ(got.token, want.token);
+  EXPECT_EQ(got.last_error, want.last_error);
+  EXPECT_EQ(got.updated, want.updated);
+  EXPECT_EQ(got.backoff_base, want.backoff_base);
+  EXPECT_EQ(got.backoff_cap, want.backoff_cap);
+}
+
+// A row with every optional column set.
+TaskRow FullRow(int64_t seq, int64_t qid) {
+  TaskRow r = Row(seq, qid, TaskState::kScheduled, kNow + seconds(30));
+  r.name = "share:42";
+  r.priority = -3;
+  r.attempt = 2;
+  r.max_attempts = 7;
+  r.payload = R"({"to":"a@example.com","body":"caf\u00e9"})";
+  r.run_at = kNow - seconds(5);
+  r.token = 123456789012ull;
+  r.last_error = "smtp: 451 try again";
+  r.updated = kNow + Duration(17);
+  r.backoff_base = std::chrono::milliseconds(250);
+  r.backoff_cap = std::chrono::minutes(10);
+  return r;
+}
+
+TEST_F(SqliteStoreTest, OpenCreatesTheDirectory) { EXPECT_TRUE(std::filesystem::exists(path_)); }
+
+TEST_F(SqliteStoreTest, LoadMetaOnANewDatabase) {
+  Result<StoreMeta> meta = store_->LoadMeta();
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  EXPECT_EQ(meta->max_seq, 0);
+  EXPECT_EQ(meta->next_token, 1u);
+}
+
+TEST_F(SqliteStoreTest, LoadMetaReportsTheLargestSeq) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(70, q, kNow));
+  InsertCommitted(Scheduled(900, q, kNow));
+  InsertCommitted(Scheduled(5, q, kNow));
+  Result<StoreMeta> meta = store_->LoadMeta();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->max_seq, 900);
+  EXPECT_EQ(meta->next_token, 1u);
+}
+
+TEST_F(SqliteStoreTest, InsertThenFindAndReadEveryColumn) {
+  ASSERT_TRUE(store_->Begin().ok());
+  const int64_t q = Queue("email");
+  const TaskRow row = FullRow(1001, q);
+  Result<bool> inserted = store_->Insert(row);
+  ASSERT_TRUE(inserted.ok()) << inserted.status().ToString();
+  EXPECT_TRUE(*inserted);
+  ASSERT_TRUE(store_->Commit().ok());
+
+  std::optional<TaskRow> by_seq = Find(1001);
+  ASSERT_TRUE(by_seq.has_value());
+  ExpectSameRow(*by_seq, row);
+
+  Result<std::optional<TaskRow>> by_name = store_->FindByName("share:42");
+  ASSERT_TRUE(by_name.ok());
+  ASSERT_TRUE(by_name->has_value());
+  ExpectSameRow(**by_name, row);
+
+  std::optional<Store::ReadRow> read = Read(1001);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->queue, "email");
+  ExpectSameRow(read->row, row);
+
+  Result<std::optional<Store::ReadRow>> read_name = store_->ReadByName("share:42");
+  ASSERT_TRUE(read_name.ok());
+  ASSERT_TRUE(read_name->has_value());
+  EXPECT_EQ((*read_name)->queue, "email");
+  ExpectSameRow((*read_name)->row, row);
+}
+
+TEST_F(SqliteStoreTest, UnsetOptionalColumnsStayUnset) {
+  const int64_t q = Queue("q");
+  const TaskRow row = Row(3, q, TaskState::kDead, std::nullopt);
+  InsertCommitted(row);
+  std::optional<TaskRow> got = Find(3);
+  ASSERT_TRUE(got.has_value());
+  ExpectSameRow(*got, row);
+  EXPECT_FALSE(got->due.has_value());
+  EXPECT_FALSE(got->name.has_value());
+  EXPECT_FALSE(got->token.has_value());
+  EXPECT_FALSE(got->backoff_base.has_value());
+}
+
+TEST_F(SqliteStoreTest, MissingRowsAreNotFound) {
+  Result<std::optional<TaskRow>> seq = store_->FindBySeq(404);
+  ASSERT_TRUE(seq.ok());
+  EXPECT_FALSE(seq->has_value());
+  Result<std::optional<TaskRow>> name = store_->FindByName("nope");
+  ASSERT_TRUE(name.ok());
+  EXPECT_FALSE(name->has_value());
+  Result<std::optional<Store::ReadRow>> read = store_->ReadBySeq(404);
+  ASSERT_TRUE(read.ok());
+  EXPECT_FALSE(read->has_value());
+  Result<std::optional<Store::ReadRow>> read_name = store_->ReadByName("nope");
+  ASSERT_TRUE(read_name.ok());
+  EXPECT_FALSE(read_name->has_value());
+}
+
+TEST_F(SqliteStoreTest, ReaderSeesOnlyCommittedData) {
+  const int64_t q = Queue("q");
+  TaskRow row = Scheduled(10, q, kNow);
+  row.name = "visible-later";
+
+  ASSERT_TRUE(store_->Begin().ok());
+  Result<bool> inserted = store_->Insert(row);
+  ASSERT_TRUE(inserted.ok());
+  ASSERT_TRUE(*inserted);
+  // The writer sees its own transaction...
+  EXPECT_TRUE(Find(10).has_value());
+  // ...the reader does not.
+  EXPECT_FALSE(Read(10).has_value());
+  Result<std::optional<Store::ReadRow>> by_name = store_->ReadByName("visible-later");
+  ASSERT_TRUE(by_name.ok());
+  EXPECT_FALSE(by_name->has_value());
+  EXPECT_TRUE(ListSeqs({}).empty());
+
+  ASSERT_TRUE(store_->Commit().ok());
+  std::optional<Store::ReadRow> read = Read(10);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->row.seq, 10);
+  EXPECT_EQ(read->queue, "q");
+  EXPECT_EQ(ListSeqs({}), (std::vector<int64_t>{10}));
+}
+
+TEST_F(SqliteStoreTest, ReaderDoesNotSeeUncommittedUpdates) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(10, q, kNow));
+  ASSERT_TRUE(store_->Begin().ok());
+  Result<std::optional<TaskRow>> running =
+      store_->MarkRunning(10, kNow + seconds(30), 5, kNow + seconds(1));
+  ASSERT_TRUE(running.ok());
+  ASSERT_TRUE(running->has_value());
+  std::optional<Store::ReadRow> before = Read(10);
+  ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->row.state, TaskState::kScheduled);
+  ASSERT_TRUE(store_->Commit().ok());
+  std::optional<Store::ReadRow> after = Read(10);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->row.state, TaskState::kRunning);
+}
+
+TEST_F(SqliteStoreTest, RollbackDiscardsTheTransaction) {
+  const int64_t q = Queue("q");
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(*store_->Insert(Scheduled(10, q, kNow)));
+  store_->Rollback();
+  EXPECT_FALSE(Find(10).has_value());
+  // Rollback outside a transaction is harmless.
+  store_->Rollback();
+  InsertCommitted(Scheduled(11, q, kNow));
+  EXPECT_TRUE(Find(11).has_value());
+}
+
+TEST_F(SqliteStoreTest, DuplicateNameInsertReturnsFalseAndWritesNothing) {
+  const int64_t q = Queue("q");
+  TaskRow first = Scheduled(1, q, kNow);
+  first.name = "dup";
+  InsertCommitted(first);
+
+  ASSERT_TRUE(store_->Begin().ok());
+  TaskRow second = Scheduled(2, q, kNow + seconds(1));
+  second.name = "dup";
+  Result<bool> inserted = store_->Insert(second);
+  ASSERT_TRUE(inserted.ok()) << inserted.status().ToString();
+  EXPECT_FALSE(*inserted);
+  // The transaction is still usable.
+  TaskRow third = Scheduled(3, q, kNow);
+  third.name = "other";
+  Result<bool> ok = store_->Insert(third);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(*ok);
+  ASSERT_TRUE(store_->Commit().ok());
+
+  EXPECT_FALSE(Find(2).has_value());
+  EXPECT_TRUE(Find(3).has_value());
+  Result<std::optional<TaskRow>> by_name = store_->FindByName("dup");
+  ASSERT_TRUE(by_name.ok());
+  ASSERT_TRUE(by_name->has_value());
+  EXPECT_EQ((*by_name)->seq, 1);
+}
+
+TEST_F(SqliteStoreTest, UnnamedRowsNeverConflict) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 3; ++seq) {
+    Result<bool> inserted = store_->Insert(Scheduled(seq, q, kNow));
+    ASSERT_TRUE(inserted.ok());
+    EXPECT_TRUE(*inserted);
+  }
+  EXPECT_EQ(ListSeqs({}), (std::vector<int64_t>{1, 2, 3}));
+}
+
+TEST_F(SqliteStoreTest, QueueIdCreatesOnceAndIsStable) {
+  const int64_t a = Queue("alpha");
+  const int64_t b = Queue("beta");
+  EXPECT_NE(a, b);
+  EXPECT_EQ(Queue("alpha"), a);
+  EXPECT_EQ(Queue("beta"), b);
+
+  Result<std::vector<std::pair<int64_t, std::string>>> queues = store_->Queues();
+  ASSERT_TRUE(queues.ok());
+  const std::vector<std::pair<int64_t, std::string>> want = {{a, "alpha"}, {b, "beta"}};
+  EXPECT_EQ(*queues, want);
+
+  Reopen();
+  EXPECT_EQ(Queue("beta"), b);
+  EXPECT_EQ(Queue("alpha"), a);
+  Result<std::vector<std::pair<int64_t, std::string>>> again = store_->Queues();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->size(), 2u);
+}
+
+TEST_F(SqliteStoreTest, MarkRunningClaimsAScheduledRow) {
+  const int64_t q = Queue("q");
+  TaskRow row = Scheduled(10, q, kNow);
+  row.attempt = 2;
+  row.last_error = "earlier failure";
+  InsertCommitted(row);
+
+  const Timestamp lease = kNow + seconds(30);
+  const Timestamp now = kNow + seconds(1);
+  Result<std::optional<TaskRow>> r = store_->MarkRunning(10, lease, 77, now);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->has_value());
+  const TaskRow& got = **r;
+  EXPECT_EQ(got.seq, 10);
+  EXPECT_EQ(got.state, TaskState::kRunning);
+  EXPECT_EQ(got.due, lease);
+  EXPECT_EQ(got.run_at, kNow);  // the old due
+  EXPECT_EQ(got.token, 77u);
+  EXPECT_EQ(got.attempt, 3);
+  EXPECT_EQ(got.updated, now);
+  EXPECT_EQ(got.last_error, "earlier failure");
+  EXPECT_EQ(got.payload, row.payload);
+
+  std::optional<TaskRow> stored = Find(10);
+  ASSERT_TRUE(stored.has_value());
+  ExpectSameRow(*stored, got);
+}
+
+TEST_F(SqliteStoreTest, MarkRunningReturnsNothingUnlessScheduled) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(10, q, kNow));
+  Result<std::optional<TaskRow>> first = store_->MarkRunning(10, kNow + seconds(30), 1, kNow);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->has_value());
+
+  // Already running: no second claim, nothing changes.
+  Result<std::optional<TaskRow>> second =
+      store_->MarkRunning(10, kNow + seconds(90), 2, kNow + seconds(5));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_FALSE(second->has_value());
+  std::optional<TaskRow> stored = Find(10);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->token, 1u);
+  EXPECT_EQ(stored->due, kNow + seconds(30));
+  EXPECT_EQ(stored->attempt, 1);
+
+  for (TaskState st : {TaskState::kSucceeded, TaskState::kCancelled, TaskState::kDead}) {
+    const int64_t seq = 20 + static_cast<int64_t>(st);
+    InsertCommitted(Row(seq, q, st, kNow));
+    Result<std::optional<TaskRow>> r = store_->MarkRunning(seq, kNow + seconds(30), 3, kNow);
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r->has_value()) << TaskStateName(st);
+    std::optional<TaskRow> unchanged = Find(seq);
+    ASSERT_TRUE(unchanged.has_value());
+    EXPECT_EQ(unchanged->state, st);
+    EXPECT_EQ(unchanged->attempt, 0);
+    EXPECT_FALSE(unchanged->token.has_value());
+  }
+
+  Result<std::optional<TaskRow>> missing = store_->MarkRunning(404, kNow, 4, kNow);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+}
+
+TEST_F(SqliteStoreTest, MoveRunningBackToScheduledClearsRunAtAndToken) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(10, q, kNow));
+  ASSERT_TRUE(store_->MarkRunning(10, kNow + seconds(30), 9, kNow).ok());
+
+  const Timestamp retry_at = kNow + seconds(45);
+  ASSERT_TRUE(store_
+                  ->Move({.seq = 10,
+                          .state = TaskState::kScheduled,
+                          .due = retry_at,
+                          .last_error = "boom",
+                          .attempt = std::nullopt,
+                          .now = kNow + seconds(2)})
+                  .ok());
+  std::optional<TaskRow> got = Find(10);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->state, TaskState::kScheduled);
+  EXPECT_EQ(got->due, retry_at);
+  EXPECT_FALSE(got->run_at.has_value());
+  EXPECT_FALSE(got->token.has_value());
+  EXPECT_EQ(got->last_error, "boom");
+  EXPECT_EQ(got->attempt, 1);  // kept
+  EXPECT_EQ(got->updated, kNow + seconds(2));
+}
+
+TEST_F(SqliteStoreTest, MoveLeavingScheduledKeepsTheDueInRunAt) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(10, q, kNow + seconds(100)));
+  ASSERT_TRUE(store_
+                  ->Move({.seq = 10,
+                          .state = TaskState::kCancelled,
+                          .due = kNow + std::chrono::hours(24),
+                          .last_error = std::nullopt,
+                          .attempt = std::nullopt,
+                          .now = kNow})
+                  .ok());
+  std::optional<TaskRow> got = Find(10);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->state, TaskState::kCancelled);
+  EXPECT_EQ(got->run_at, kNow + seconds(100));
+  EXPECT_EQ(got->due, kNow + std::chrono::hours(24));
+  EXPECT_FALSE(got->last_error.has_value());
+}
+
+TEST_F(SqliteStoreTest, MoveFromRunningKeepsRunAtClearsTokenAndCoalescesError) {
+  const int64_t q = Queue("q");
+  TaskRow row = Scheduled(10, q, kNow);
+  row.last_error = "first failure";
+  InsertCommitted(row);
+  ASSERT_TRUE(store_->MarkRunning(10, kNow + seconds(30), 9, kNow + seconds(1)).ok());
+
+  // No last_error given: the old one is kept.
+  ASSERT_TRUE(store_
+                  ->Move({.seq = 10,
+                          .state = TaskState::kSucceeded,
+                          .due = kNow + std::chrono::hours(24),
+                          .last_error = std::nullopt,
+                          .attempt = std::nullopt,
+                          .now = kNow + seconds(3)})
+                  .ok());
+  std::optional<TaskRow> got = Find(10);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->state, TaskState::kSucceeded);
+  EXPECT_EQ(got->run_at, kNow);  // when it was claimed for, not the lease end
+  EXPECT_FALSE(got->token.has_value());
+  EXPECT_EQ(got->last_error, "first failure");
+  EXPECT_EQ(got->attempt, 1);
+}
+
+TEST_F(SqliteStoreTest, MoveToDeadSetsAttemptErrorAndNullDue) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(10, q, kNow));
+  ASSERT_TRUE(store_->MarkRunning(10, kNow + seconds(30), 9, kNow).ok());
+  ASSERT_TRUE(store_
+                  ->Move({.seq = 10,
+                          .state = TaskState::kDead,
+                          .due = std::nullopt,
+                          .last_error = "gave up",
+                          .attempt = 25,
+                          .now = kNow + seconds(4)})
+                  .ok());
+  std::optional<TaskRow> got = Find(10);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->state, TaskState::kDead);
+  EXPECT_FALSE(got->due.has_value());
+  EXPECT_EQ(got->last_error, "gave up");
+  EXPECT_EQ(got->attempt, 25);
+  EXPECT_EQ(got->run_at, kNow);
+  EXPECT_FALSE(got->token.has_value());
+}
+
+TEST_F(SqliteStoreTest, MoveDeadBackToScheduledResetsAttempt) {
+  const int64_t q = Queue("q");
+  TaskRow row = Row(10, q, TaskState::kDead, std::nullopt);
+  row.attempt = 25;
+  row.run_at = kNow - seconds(60);
+  row.last_error = "gave up";
+  InsertCommitted(row);
+  ASSERT_TRUE(store_
+                  ->Move({.seq = 10,
+                          .state = TaskState::kScheduled,
+                          .due = kNow,
+                          .last_error = std::nullopt,
+                          .attempt = 0,
+                          .now = kNow})
+                  .ok());
+  std::optional<TaskRow> got = Find(10);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->state, TaskState::kScheduled);
+  EXPECT_EQ(got->due, kNow);
+  EXPECT_EQ(got->attempt, 0);
+  EXPECT_FALSE(got->run_at.has_value());
+  EXPECT_EQ(got->last_error, "gave up");
+}
+
+TEST_F(SqliteStoreTest, MoveToRunningKeepsTheToken) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(10, q, kNow));
+  ASSERT_TRUE(store_->MarkRunning(10, kNow + seconds(30), 9, kNow).ok());
+  ASSERT_TRUE(store_
+                  ->Move({.seq = 10,
+                          .state = TaskState::kRunning,
+                          .due = kNow + seconds(60),
+                          .last_error = std::nullopt,
+                          .attempt = std::nullopt,
+                          .now = kNow})
+                  .ok());
+  std::optional<TaskRow> got = Find(10);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->token, 9u);
+  EXPECT_EQ(got->run_at, kNow);
+  EXPECT_EQ(got->due, kNow + seconds(60));
+}
+
+TEST_F(SqliteStoreTest, SetDueChangesOnlyDueAndUpdated) {
+  const int64_t q = Queue("q");
+  InsertCommitted(FullRow(10, q));
+  std::optional<TaskRow> before = Find(10);
+  ASSERT_TRUE(before.has_value());
+
+  ASSERT_TRUE(store_->SetDue(10, kNow + seconds(500), kNow + seconds(7)).ok());
+  std::optional<TaskRow> after = Find(10);
+  ASSERT_TRUE(after.has_value());
+  TaskRow want = *before;
+  want.due = kNow + seconds(500);
+  want.updated = kNow + seconds(7);
+  ExpectSameRow(*after, want);
+}
+
+TEST_F(SqliteStoreTest, SetPayloadAndOverwrite) {
+  const int64_t q = Queue("q");
+  InsertCommitted(FullRow(10, q));
+  ASSERT_TRUE(store_->SetPayload(10, R"({"v":2})").ok());
+  std::optional<TaskRow> with_payload = Find(10);
+  ASSERT_TRUE(with_payload.has_value());
+  EXPECT_EQ(with_payload->payload, R"({"v":2})");
+
+  const int64_t q2 = Queue("q2");
+  TaskRow replaced = Row(10, q2, TaskState::kScheduled, kNow + seconds(9));
+  replaced.name = "renamed";
+  ASSERT_TRUE(store_->Overwrite(replaced).ok());
+  std::optional<TaskRow> got = Find(10);
+  ASSERT_TRUE(got.has_value());
+  ExpectSameRow(*got, replaced);
+}
+
+TEST_F(SqliteStoreTest, SaveNextTokenPersistsAcrossReopen) {
+  ASSERT_TRUE(store_->SaveNextToken(4242).ok());
+  Result<StoreMeta> meta = store_->LoadMeta();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->next_token, 4242u);
+
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->SaveNextToken(5000).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+
+  Reopen();
+  Result<StoreMeta> reopened = store_->LoadMeta();
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ(reopened->next_token, 5000u);
+}
+
+TEST_F(SqliteStoreTest, LoadScheduledRangeLimitAndOrder) {
+  const int64_t q1 = Queue("q1");
+  const int64_t q2 = Queue("q2");
+  TaskRow prio = Scheduled(1, q2, kNow + seconds(3));
+  prio.priority = -7;
+  InsertCommitted(prio);
+  InsertCommitted(Scheduled(2, q1, kNow + seconds(1)));
+  InsertCommitted(Scheduled(3, q1, kNow + seconds(5)));  // == to: excluded
+  InsertCommitted(Scheduled(4, q1, kNow));               // == from: included
+  InsertCommitted(Scheduled(5, q1, kNow - seconds(1)));  // before from
+  InsertCommitted(Scheduled(6, q1, kNow + seconds(2)));
+  InsertCommitted(Row(7, q1, TaskState::kRunning, kNow + seconds(2)));
+  InsertCommitted(Row(8, q1, TaskState::kSucceeded, kNow + seconds(2)));
+
+  Result<std::vector<DueEntry>> all = store_->LoadScheduled(kNow, kNow + seconds(5), 100);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  std::vector<int64_t> seqs;
+  for (const DueEntry& e : *all) seqs.push_back(e.seq);
+  EXPECT_EQ(seqs, (std::vector<int64_t>{4, 2, 6, 1}));
+
+  ASSERT_EQ(all->size(), 4u);
+  const DueEntry& last = (*all)[3];
+  EXPECT_EQ(last.qid, q2);
+  EXPECT_EQ(last.due, kNow + seconds(3));
+  EXPECT_EQ(last.priority, -7);
+
+  Result<std::vector<DueEntry>> two = store_->LoadScheduled(kNow, kNow + seconds(5), 2);
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[0].seq, 4);
+  EXPECT_EQ((*two)[1].seq, 2);
+
+  Result<std::vector<DueEntry>> none = store_->LoadScheduled(kNow + seconds(10), kForever, 100);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(SqliteStoreTest, NextScheduledDue) {
+  const int64_t q = Queue("q");
+  Result<std::optional<Timestamp>> empty = store_->NextScheduledDue(Timestamp());
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->has_value());
+
+  InsertCommitted(Scheduled(1, q, kNow + seconds(20)));
+  InsertCommitted(Scheduled(2, q, kNow + seconds(10)));
+  InsertCommitted(Row(3, q, TaskState::kRunning, kNow + seconds(5)));
+  InsertCommitted(Row(4, q, TaskState::kSucceeded, kNow + seconds(6)));
+
+  Result<std::optional<Timestamp>> next = store_->NextScheduledDue(kNow);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, kNow + seconds(10));
+
+  Result<std::optional<Timestamp>> inclusive = store_->NextScheduledDue(kNow + seconds(10));
+  ASSERT_TRUE(inclusive.ok());
+  EXPECT_EQ(*inclusive, kNow + seconds(10));
+
+  Result<std::optional<Timestamp>> later = store_->NextScheduledDue(kNow + seconds(11));
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(*later, kNow + seconds(20));
+
+  Result<std::optional<Timestamp>> past = store_->NextScheduledDue(kNow + seconds(21));
+  ASSERT_TRUE(past.ok());
+  EXPECT_FALSE(past->has_value());
+}
+
+TEST_F(SqliteStoreTest, LoadRunningReturnsOnlyRunningRows) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(1, q, kNow));
+  InsertCommitted(Scheduled(2, q, kNow));
+  InsertCommitted(Scheduled(3, q, kNow));
+  InsertCommitted(Row(4, q, TaskState::kDead, std::nullopt));
+  ASSERT_TRUE(store_->MarkRunning(1, kNow + seconds(30), 11, kNow).ok());
+  ASSERT_TRUE(store_->MarkRunning(3, kNow + seconds(40), 12, kNow).ok());
+
+  Result<std::vector<TaskRow>> running = store_->LoadRunning();
+  ASSERT_TRUE(running.ok()) << running.status().ToString();
+  ASSERT_EQ(running->size(), 2u);
+  std::vector<std::pair<int64_t, uint64_t>> got;
+  for (const TaskRow& r : *running) {
+    EXPECT_EQ(r.state, TaskState::kRunning);
+    ASSERT_TRUE(r.token.has_value());
+    got.emplace_back(r.seq, *r.token);
+  }
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, uint64_t>>{{1, 11}, {3, 12}}));
+}
+
+TEST_F(SqliteStoreTest, PurgeFinishedDeletesOnlyDueSucceededAndCancelled) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Row(1, q, TaskState::kSucceeded, kNow - seconds(1)));
+  InsertCommitted(Row(2, q, TaskState::kCancelled, kNow));  // due == before: purged
+  InsertCommitted(Row(3, q, TaskState::kSucceeded, kNow + seconds(1)));
+  InsertCommitted(Row(4, q, TaskState::kCancelled, kNow + seconds(1)));
+  InsertCommitted(Row(5, q, TaskState::kScheduled, kNow - seconds(10)));
+  InsertCommitted(Row(6, q, TaskState::kRunning, kNow - seconds(10)));
+  InsertCommitted(Row(7, q, TaskState::kDead, std::nullopt));
+
+  Result<int> purged = store_->PurgeFinished(kNow, 100);
+  ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+  EXPECT_EQ(*purged, 2);
+  EXPECT_EQ(ListSeqs({}), (std::vector<int64_t>{3, 4, 5, 6, 7}));
+
+  Result<int> again = store_->PurgeFinished(kNow, 100);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, 0);
+}
+
+TEST_F(SqliteStoreTest, PurgeFinishedRespectsTheLimit) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 5; ++seq) {
+    InsertCommitted(Row(seq, q, TaskState::kSucceeded, kNow - seconds(seq)));
+  }
+  InsertCommitted(Row(6, q, TaskState::kScheduled, kNow - seconds(100)));
+
+  std::vector<int> counts;
+  for (int i = 0; i < 4; ++i) {
+    Result<int> n = store_->PurgeFinished(kNow, 2);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    counts.push_back(*n);
+  }
+  EXPECT_EQ(counts, (std::vector<int>{2, 2, 1, 0}));
+  EXPECT_EQ(ListSeqs({}), (std::vector<int64_t>{6}));
+}
+
+TEST_F(SqliteStoreTest, NextPurgeDue) {
+  const int64_t q = Queue("q");
+  Result<std::optional<Timestamp>> empty = store_->NextPurgeDue();
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->has_value());
+
+  InsertCommitted(Row(1, q, TaskState::kScheduled, kNow - seconds(100)));
+  InsertCommitted(Row(2, q, TaskState::kRunning, kNow - seconds(90)));
+  InsertCommitted(Row(3, q, TaskState::kDead, std::nullopt));
+  Result<std::optional<Timestamp>> still_none = store_->NextPurgeDue();
+  ASSERT_TRUE(still_none.ok());
+  EXPECT_FALSE(still_none->has_value());
+
+  InsertCommitted(Row(4, q, TaskState::kSucceeded, kNow + seconds(50)));
+  InsertCommitted(Row(5, q, TaskState::kCancelled, kNow + seconds(40)));
+  InsertCommitted(Row(6, q, TaskState::kSucceeded, kNow + seconds(45)));
+  Result<std::optional<Timestamp>> next = store_->NextPurgeDue();
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, kNow + seconds(40));
+
+  ASSERT_TRUE(store_->Delete(5).ok());
+  Result<std::optional<Timestamp>> after = store_->NextPurgeDue();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, kNow + seconds(45));
+}
+
+// Scheduled rows whose due order differs from their seq order.
+class SqliteStoreListTest : public SqliteStoreTest {
+ protected:
+  void SetUp() override {
+    SqliteStoreTest::SetUp();
+    if (HasFatalFailure()) return;
+    a_ = Queue("a");
+    b_ = Queue("b");
+    ASSERT_TRUE(store_->Begin().ok());
+    // seq: queue, due.
+    Add(Scheduled(1, a_, kNow + seconds(30)));
+    Add(Scheduled(2, b_, kNow + seconds(10)));
+    Add(Scheduled(3, a_, kNow + seconds(10)));
+    Add(Scheduled(4, a_, kNow + seconds(20)));
+    Add(Scheduled(5, b_, kNow + seconds(10)));
+    Add(Scheduled(6, a_, kNow));
+    Add(Row(7, a_, TaskState::kDead, std::nullopt));
+    Add(Row(8, b_, TaskState::kRunning, kNow + seconds(5)));
+    Add(Row(9, a_, TaskState::kDead, std::nullopt));
+    Add(Row(10, b_, TaskState::kDead, std::nullopt));
+    ASSERT_TRUE(store_->Commit().ok());
+  }
+
+  void Add(const TaskRow& row) {
+    Result<bool> r = store_->Insert(row);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(*r);
+  }
+
+  int64_t a_ = 0;
+  int64_t b_ = 0;
+};
+
+TEST_F(SqliteStoreListTest, ByStateOrdersByDueThenSeq) {
+  Store::ListQuery q;
+  q.state = TaskState::kScheduled;
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{6, 2, 3, 5, 4, 1}));
+}
+
+TEST_F(SqliteStoreListTest, ByStatePagesWithAfterDueAndAfterSeq) {
+  Store::ListQuery q;
+  q.state = TaskState::kScheduled;
+  q.limit = 2;
+  std::vector<int64_t> all;
+  for (int page = 0; page < 10; ++page) {
+    Result<std::vector<Store::ReadRow>> rows = store_->List(q);
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    ASSERT_LE(rows->size(), 2u);
+    if (rows->empty()) break;
+    for (const Store::ReadRow& r : *rows) all.push_back(r.row.seq);
+    ASSERT_TRUE(rows->back().row.due.has_value());
+    q.after_due = *rows->back().row.due;
+    q.after_seq = rows->back().row.seq;
+  }
+  EXPECT_EQ(all, (std::vector<int64_t>{6, 2, 3, 5, 4, 1}));
+}
+
+TEST_F(SqliteStoreListTest, CursorInsideATieOfDues) {
+  Store::ListQuery q;
+  q.state = TaskState::kScheduled;
+  q.after_due = kNow + seconds(10);
+  q.after_seq = 2;  // seqs 3 and 5 share that due and come after 2
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{3, 5, 4, 1}));
+}
+
+TEST_F(SqliteStoreListTest, ByStateAndQueue) {
+  Store::ListQuery q;
+  q.state = TaskState::kScheduled;
+  q.queue = "b";
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{2, 5}));
+  q.queue = "a";
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{6, 3, 4, 1}));
+  q.queue = "nope";
+  EXPECT_TRUE(ListSeqs(q).empty());
+}
+
+TEST_F(SqliteStoreListTest, RowsCarryTheirQueueName) {
+  Store::ListQuery q;
+  q.state = TaskState::kRunning;
+  Result<std::vector<Store::ReadRow>> rows = store_->List(q);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].row.seq, 8);
+  EXPECT_EQ((*rows)[0].queue, "b");
+  EXPECT_EQ((*rows)[0].row.state, TaskState::kRunning);
+}
+
+TEST_F(SqliteStoreListTest, DeadIsOrderedBySeqAndPagesBySeq) {
+  Store::ListQuery q;
+  q.state = TaskState::kDead;
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{7, 9, 10}));
+  q.limit = 2;
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{7, 9}));
+  q.after_seq = 9;
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{10}));
+  q.limit = 100;
+  q.after_seq = 0;
+  q.queue = "a";
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{7, 9}));
+}
+
+TEST_F(SqliteStoreListTest, NoStateIsOrderedBySeq) {
+  Store::ListQuery q;
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  q.limit = 3;
+  q.after_seq = 4;
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{5, 6, 7}));
+  q.limit = 100;
+  q.after_seq = 0;
+  q.queue = "b";
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{2, 5, 8, 10}));
+}
+
+TEST_F(SqliteStoreListTest, EmptyState) {
+  Store::ListQuery q;
+  q.state = TaskState::kSucceeded;
+  EXPECT_TRUE(ListSeqs(q).empty());
+}
+
+TEST_F(SqliteStoreTest, RollbackToSavepointUndoesOnlyTheSavepoint) {
+  const int64_t q = Queue("q");
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(*store_->Insert(Scheduled(1, q, kNow)));
+
+  ASSERT_TRUE(store_->Savepoint().ok());
+  ASSERT_TRUE(*store_->Insert(Scheduled(2, q, kNow)));
+  ASSERT_TRUE(store_->SaveNextToken(99).ok());
+  EXPECT_TRUE(Find(2).has_value());
+  store_->RollbackToSavepoint();
+  EXPECT_FALSE(Find(2).has_value());
+
+  // The transaction goes on, and a later savepoint can be kept.
+  ASSERT_TRUE(store_->Savepoint().ok());
+  ASSERT_TRUE(*store_->Insert(Scheduled(3, q, kNow)));
+  ASSERT_TRUE(store_->ReleaseSavepoint().ok());
+  ASSERT_TRUE(store_->Commit().ok());
+
+  EXPECT_TRUE(Find(1).has_value());
+  EXPECT_FALSE(Find(2).has_value());
+  EXPECT_TRUE(Find(3).has_value());
+  EXPECT_TRUE(Read(1).has_value());
+  EXPECT_FALSE(Read(2).has_value());
+  EXPECT_TRUE(Read(3).has_value());
+  Result<StoreMeta> meta = store_->LoadMeta();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->next_token, 1u);
+}
+
+TEST_F(SqliteStoreTest, DeleteRemovesTheRow) {
+  const int64_t q = Queue("q");
+  TaskRow named = Scheduled(1, q, kNow);
+  named.name = "gone";
+  InsertCommitted(named);
+  InsertCommitted(Scheduled(2, q, kNow));
+
+  ASSERT_TRUE(store_->Delete(1).ok());
+  EXPECT_FALSE(Find(1).has_value());
+  EXPECT_TRUE(Find(2).has_value());
+  EXPECT_FALSE(Read(1).has_value());
+  // The name is free again.
+  TaskRow reuse = Scheduled(3, q, kNow);
+  reuse.name = "gone";
+  Result<bool> inserted = store_->Insert(reuse);
+  ASSERT_TRUE(inserted.ok());
+  EXPECT_TRUE(*inserted);
+  // Deleting a missing row is not an error.
+  EXPECT_TRUE(store_->Delete(404).ok());
+}
+
+TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
+  const int64_t q = Queue("email");
+  const TaskRow row = FullRow(77, q);
+  InsertCommitted(row);
+  InsertCommitted(Scheduled(78, q, kNow + seconds(1)));
+  ASSERT_TRUE(store_->MarkRunning(78, kNow + seconds(30), 5, kNow).ok());
+  ASSERT_TRUE(store_->SaveNextToken(6).ok());
+
+  Reopen();
+  Result<StoreMeta> meta = store_->LoadMeta();
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ(meta->max_seq, 78);
+  EXPECT_EQ(meta->next_token, 6u);
+
+  std::optional<TaskRow> got = Find(77);
+  ASSERT_TRUE(got.has_value());
+  ExpectSameRow(*got, row);
+  std::optional<Store::ReadRow> read = Read(77);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->queue, "email");
+
+  Result<std::vector<TaskRow>> running = store_->LoadRunning();
+  ASSERT_TRUE(running.ok());
+  ASSERT_EQ(running->size(), 1u);
+  EXPECT_EQ((*running)[0].seq, 78);
+  EXPECT_EQ((*running)[0].token, 5u);
+  EXPECT_EQ(Queue("email"), q);
+}
+
+}  // namespace
+}  // namespace chronoq
