@@ -63,6 +63,7 @@ struct Options {
   int concurrency = 4;  // W2 workers
   int batch = 256;      // W2 claim batch
   double idle_s = 10;   // W5 idle period
+  std::string mode;     // W1: "batch" or "single" only; empty: both
 };
 
 // --- helpers -------------------------------------------------------------------
@@ -290,7 +291,7 @@ class CallCounter {
 // W1: enqueue throughput, batched (one caller) and one task per call (16 callers).
 void RunW1(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  {
+  if (o.mode.empty() || o.mode == "batch") {
     const fs::path db = DbPath(o, "W1", "batch");
     auto engine = OpenFresh(db);
     const auto specs = MakeSpecs("w1", n, std::chrono::seconds(1), std::chrono::seconds(600), rng);
@@ -303,7 +304,7 @@ void RunW1(const Options& o, int64_t n, uint64_t seed) {
     Emit(j);
   }
   TrimHeap();
-  {
+  if (o.mode.empty() || o.mode == "single") {
     constexpr int kCallers = 16;
     const fs::path db = DbPath(o, "W1", "single");
     auto engine = OpenFresh(db);
@@ -608,6 +609,8 @@ int main(int argc, char** argv) {
   app.add_option("--idle", o.idle_s, "W5 idle seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--mode", o.mode, "W1 only: batch or single (default both)")
+      ->check(CLI::IsMember({"batch", "single"}));
   CLI11_PARSE(app, argc, argv);
 
   if (o.target != "embedded") {

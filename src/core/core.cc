@@ -76,7 +76,9 @@ Status Core::Recover() {
                         ? std::optional<Backoff>(Backoff{*row.backoff_base, *row.backoff_cap})
                         : std::nullopt});
   }
-  CHRONOQ_ASSIGN_OR_RETURN(beyond_, store_.NextScheduledDue(Timestamp::min()));
+  CHRONOQ_ASSIGN_OR_RETURN(std::optional<int64_t> first,
+                           store_.NextScheduledBucket(DueBucket(Timestamp::min())));
+  if (first) beyond_ = BucketStart(*first);
   CHRONOQ_ASSIGN_OR_RETURN(next_purge_, store_.NextPurgeDue());
   return Refill(clock_.Now());
 }
@@ -442,28 +444,33 @@ Status Core::TimedWork(std::vector<Op*>& finished) {
 }
 
 Status Core::Refill(Timestamp now) {
-  const Timestamp to = now + options_.lookahead;
+  // The horizon moves in whole buckets (see store.h): strictly past
+  // now + lookahead, so the bucket holding that instant is in memory.
+  const int64_t from = DueBucket(window_.horizon());
+  const int64_t to = DueBucket(now + options_.lookahead) + 1;
   const size_t room =
       options_.max_window_tasks > window_.size() ? options_.max_window_tasks - window_.size() : 0;
   if (room == 0) {
     window_full_ = true;
     return {};
   }
-  const Timestamp from = window_.horizon();
+  if (to <= from) return {};
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<DueEntry> entries,
                            store_.LoadScheduled(from, to, static_cast<int>(room)));
   for (const DueEntry& e : entries) window_.Add(e.qid, {e.due, e.priority, e.seq});
   if (entries.size() == room) {
-    // Memory is full: the horizon stops at the last loaded due. Rows that
-    // share it but were not loaded are loaded next time (the window ignores
-    // the duplicates).
+    // Memory is full: the horizon stops at the start of the last bucket
+    // loaded, which may be partial. Its rows are loaded again next time (the
+    // window ignores duplicates).
     window_full_ = true;
-    window_.set_horizon(entries.back().due);
-    beyond_ = entries.back().due;
+    const Timestamp last = BucketStart(DueBucket(entries.back().due));
+    if (last > window_.horizon()) window_.set_horizon(last);
+    beyond_ = last;
   } else {
     window_full_ = false;
-    window_.set_horizon(to);
-    CHRONOQ_ASSIGN_OR_RETURN(beyond_, store_.NextScheduledDue(to));
+    window_.set_horizon(BucketStart(to));
+    CHRONOQ_ASSIGN_OR_RETURN(std::optional<int64_t> next, store_.NextScheduledBucket(to));
+    beyond_ = next ? std::optional<Timestamp>(BucketStart(*next)) : std::nullopt;
   }
   return {};
 }

@@ -149,8 +149,8 @@ class Core {
   std::unordered_map<int64_t, std::string> queue_names_;
 
   Window window_;
-  // The earliest due of a scheduled row beyond the horizon (a lower bound);
-  // nothing when there is none.
+  // A lower bound of the earliest due of a scheduled row beyond the horizon
+  // (its bucket's start); nothing when there is none.
   std::optional<Timestamp> beyond_;
   bool window_full_ = false;  // the last refill stopped at max_window_tasks
   LeaseTable leases_;

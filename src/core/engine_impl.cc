@@ -70,11 +70,11 @@ Status ValidateId(std::string_view id) {
   return {};
 }
 
-// List cursors: "<due µs>.<seq>" for due-ordered pages, "<seq>" otherwise.
+// List cursors: "<due bucket>.<seq>" for due-ordered pages, "<seq>" otherwise.
 std::string EncodeCursor(const Store::ReadRow& last, bool by_due) {
   std::string seq = std::to_string(last.row.seq);
   if (!by_due) return seq;
-  return std::to_string(last.row.due.value_or(Timestamp()).time_since_epoch().count()) + "." + seq;
+  return std::to_string(DueBucket(last.row.due.value_or(Timestamp()))) + "." + seq;
 }
 
 Status DecodeCursor(std::string_view cursor, bool by_due, Store::ListQuery& q) {
@@ -89,9 +89,9 @@ Status DecodeCursor(std::string_view cursor, bool by_due, Store::ListQuery& q) {
   if (!number(by_due ? cursor.substr(dot + 1) : cursor, seq)) return bad();
   q.after_seq = seq;
   if (by_due) {
-    int64_t due = 0;
-    if (!number(cursor.substr(0, dot), due)) return bad();
-    q.after_due = Timestamp(Duration(due));
+    int64_t bucket = 0;
+    if (!number(cursor.substr(0, dot), bucket)) return bad();
+    q.after_bucket = bucket;
   }
   return {};
 }

@@ -9,6 +9,12 @@
 // Row layout (see docs/ARCHITECTURE.md): `due` is "the next time something
 // happens to this row": run_at while scheduled, the lease end while running,
 // the purge time once succeeded or cancelled, NULL (never) once dead.
+//
+// Rows are indexed by (state, due bucket), not by the exact due: a bucket is
+// 2^26 µs (about 67 s). Because seqs only grow, a new row lands at the end of
+// its bucket, so a commit of a thousand tasks due at random instants touches a
+// few index pages instead of a thousand. Range queries below therefore work in
+// whole buckets.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +27,12 @@
 #include "chronoq/task.h"
 
 namespace chronoq {
+
+inline constexpr int kDueBucketShift = 26;
+constexpr int64_t DueBucket(Timestamp t) { return t.time_since_epoch().count() >> kDueBucketShift; }
+constexpr Timestamp BucketStart(int64_t bucket) {
+  return Timestamp(Duration(bucket * (int64_t{1} << kDueBucketShift)));
+}
 
 // A task row. `seq` is the primary key, time-ordered (see core/task_id.h).
 struct TaskRow {
@@ -102,16 +114,19 @@ class Store {
   virtual Status SetPayload(int64_t seq, const std::string& payload) = 0;
   virtual Status SaveNextToken(uint64_t next_token) = 0;
 
-  // Scheduled rows with from <= due < to, in due order, at most `limit`.
-  virtual Result<std::vector<DueEntry>> LoadScheduled(Timestamp from, Timestamp to, int limit) = 0;
-  // The earliest due of a scheduled row with due >= from.
-  virtual Result<std::optional<Timestamp>> NextScheduledDue(Timestamp from) = 0;
+  // Scheduled rows whose due bucket is in [from_bucket, to_bucket), in bucket
+  // then seq order, at most `limit`.
+  virtual Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t to_bucket,
+                                                      int limit) = 0;
+  // The first bucket >= from_bucket that holds a scheduled row.
+  virtual Result<std::optional<int64_t>> NextScheduledBucket(int64_t from_bucket) = 0;
   // Every running row (there are as many as leases held: few).
   virtual Result<std::vector<TaskRow>> LoadRunning() = 0;
   // Deletes up to `limit` succeeded/cancelled rows with due <= before;
   // returns how many.
   virtual Result<int> PurgeFinished(Timestamp before, int limit) = 0;
-  // The earliest purge time of a succeeded/cancelled row.
+  // A lower bound (its bucket's start) of the earliest purge time of a
+  // succeeded/cancelled row.
   virtual Result<std::optional<Timestamp>> NextPurgeDue() = 0;
 
   // --- readers (any thread) ---
@@ -121,14 +136,14 @@ class Store {
   };
   virtual Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) = 0;
   virtual Result<std::optional<ReadRow>> ReadByName(const std::string& name) = 0;
-  // A page after the cursor position (after_due, after_seq): ordered by
-  // (due, seq) when `state` is set and not dead (dead rows have no due), else
-  // by seq.
+  // A page after the cursor position (after_bucket, after_seq): ordered by
+  // (due bucket, seq) when `state` is set and not dead (dead rows have no
+  // due), else by seq.
   struct ListQuery {
     std::optional<std::string> queue;
     std::optional<TaskState> state;
     int limit = 100;
-    Timestamp after_due = Timestamp::min();
+    int64_t after_bucket = INT64_MIN;
     int64_t after_seq = 0;
   };
   virtual Result<std::vector<ReadRow>> List(const ListQuery& q) = 0;

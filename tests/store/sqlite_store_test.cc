@@ -24,6 +24,11 @@ using std::chrono::seconds;
 
 // 2026-11-22T00:00:00Z.
 constexpr Timestamp kNow = Timestamp(seconds(1'795'305'600));
+// Due buckets (store.h): kBase starts the bucket holding kNow; kBucket is one
+// bucket long, kB0 its number.
+constexpr int64_t kB0 = DueBucket(kNow);
+constexpr Timestamp kBase = BucketStart(kB0);
+constexpr Duration kBucket = Duration(int64_t{1} << kDueBucketShift);
 
 // A fresh directory per test, removed afterwards.
 class SqliteStoreTest : public ::testing::Test {
@@ -587,64 +592,65 @@ TEST_F(SqliteStoreTest, SaveNextTokenPersistsAcrossReopen) {
 TEST_F(SqliteStoreTest, LoadScheduledRangeLimitAndOrder) {
   const int64_t q1 = Queue("q1");
   const int64_t q2 = Queue("q2");
-  TaskRow prio = Scheduled(1, q2, kNow + seconds(3));
+  TaskRow prio = Scheduled(1, q2, kBase + kBucket + seconds(3));
   prio.priority = -7;
-  InsertCommitted(prio);
-  InsertCommitted(Scheduled(2, q1, kNow + seconds(1)));
-  InsertCommitted(Scheduled(3, q1, kNow + seconds(5)));  // == to: excluded
-  InsertCommitted(Scheduled(4, q1, kNow));               // == from: included
-  InsertCommitted(Scheduled(5, q1, kNow - seconds(1)));  // before from
-  InsertCommitted(Scheduled(6, q1, kNow + seconds(2)));
-  InsertCommitted(Row(7, q1, TaskState::kRunning, kNow + seconds(2)));
-  InsertCommitted(Row(8, q1, TaskState::kSucceeded, kNow + seconds(2)));
+  InsertCommitted(prio);                                   // bucket 1
+  InsertCommitted(Scheduled(2, q1, kBase + kBucket));      // bucket 1
+  InsertCommitted(Scheduled(3, q1, kBase + 3 * kBucket));  // bucket 3 == to: excluded
+  InsertCommitted(Scheduled(4, q1, kBase));                // bucket 0 == from: included
+  InsertCommitted(Scheduled(5, q1, kBase - seconds(1)));   // before from
+  InsertCommitted(Scheduled(6, q1, kBase + 2 * kBucket + seconds(60)));  // bucket 2
+  InsertCommitted(Row(7, q1, TaskState::kRunning, kBase + kBucket));
+  InsertCommitted(Row(8, q1, TaskState::kSucceeded, kBase + kBucket));
 
-  Result<std::vector<DueEntry>> all = store_->LoadScheduled(kNow, kNow + seconds(5), 100);
+  // Bucket order, then seq order within a bucket.
+  Result<std::vector<DueEntry>> all = store_->LoadScheduled(kB0, kB0 + 3, 100);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   std::vector<int64_t> seqs;
   for (const DueEntry& e : *all) seqs.push_back(e.seq);
-  EXPECT_EQ(seqs, (std::vector<int64_t>{4, 2, 6, 1}));
+  EXPECT_EQ(seqs, (std::vector<int64_t>{4, 1, 2, 6}));
 
   ASSERT_EQ(all->size(), 4u);
-  const DueEntry& last = (*all)[3];
-  EXPECT_EQ(last.qid, q2);
-  EXPECT_EQ(last.due, kNow + seconds(3));
-  EXPECT_EQ(last.priority, -7);
+  const DueEntry& first_of_bucket = (*all)[1];
+  EXPECT_EQ(first_of_bucket.qid, q2);
+  EXPECT_EQ(first_of_bucket.due, kBase + kBucket + seconds(3));  // the exact due
+  EXPECT_EQ(first_of_bucket.priority, -7);
 
-  Result<std::vector<DueEntry>> two = store_->LoadScheduled(kNow, kNow + seconds(5), 2);
+  Result<std::vector<DueEntry>> two = store_->LoadScheduled(kB0, kB0 + 3, 2);
   ASSERT_TRUE(two.ok());
   ASSERT_EQ(two->size(), 2u);
   EXPECT_EQ((*two)[0].seq, 4);
-  EXPECT_EQ((*two)[1].seq, 2);
+  EXPECT_EQ((*two)[1].seq, 1);
 
-  Result<std::vector<DueEntry>> none = store_->LoadScheduled(kNow + seconds(10), kForever, 100);
+  Result<std::vector<DueEntry>> none = store_->LoadScheduled(kB0 + 4, kB0 + 100, 100);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
 }
 
-TEST_F(SqliteStoreTest, NextScheduledDue) {
+TEST_F(SqliteStoreTest, NextScheduledBucket) {
   const int64_t q = Queue("q");
-  Result<std::optional<Timestamp>> empty = store_->NextScheduledDue(Timestamp());
+  Result<std::optional<int64_t>> empty = store_->NextScheduledBucket(DueBucket(Timestamp()));
   ASSERT_TRUE(empty.ok());
   EXPECT_FALSE(empty->has_value());
 
-  InsertCommitted(Scheduled(1, q, kNow + seconds(20)));
-  InsertCommitted(Scheduled(2, q, kNow + seconds(10)));
-  InsertCommitted(Row(3, q, TaskState::kRunning, kNow + seconds(5)));
-  InsertCommitted(Row(4, q, TaskState::kSucceeded, kNow + seconds(6)));
+  InsertCommitted(Scheduled(1, q, kBase + 2 * kBucket + seconds(20)));
+  InsertCommitted(Scheduled(2, q, kBase + kBucket + seconds(10)));
+  InsertCommitted(Row(3, q, TaskState::kRunning, kBase));
+  InsertCommitted(Row(4, q, TaskState::kSucceeded, kBase));
 
-  Result<std::optional<Timestamp>> next = store_->NextScheduledDue(kNow);
+  Result<std::optional<int64_t>> next = store_->NextScheduledBucket(kB0);
   ASSERT_TRUE(next.ok());
-  EXPECT_EQ(*next, kNow + seconds(10));
+  EXPECT_EQ(*next, kB0 + 1);
 
-  Result<std::optional<Timestamp>> inclusive = store_->NextScheduledDue(kNow + seconds(10));
+  Result<std::optional<int64_t>> inclusive = store_->NextScheduledBucket(kB0 + 1);
   ASSERT_TRUE(inclusive.ok());
-  EXPECT_EQ(*inclusive, kNow + seconds(10));
+  EXPECT_EQ(*inclusive, kB0 + 1);
 
-  Result<std::optional<Timestamp>> later = store_->NextScheduledDue(kNow + seconds(11));
+  Result<std::optional<int64_t>> later = store_->NextScheduledBucket(kB0 + 2);
   ASSERT_TRUE(later.ok());
-  EXPECT_EQ(*later, kNow + seconds(20));
+  EXPECT_EQ(*later, kB0 + 2);
 
-  Result<std::optional<Timestamp>> past = store_->NextScheduledDue(kNow + seconds(21));
+  Result<std::optional<int64_t>> past = store_->NextScheduledBucket(kB0 + 3);
   ASSERT_TRUE(past.ok());
   EXPECT_FALSE(past->has_value());
 }
@@ -721,17 +727,19 @@ TEST_F(SqliteStoreTest, NextPurgeDue) {
   ASSERT_TRUE(still_none.ok());
   EXPECT_FALSE(still_none->has_value());
 
-  InsertCommitted(Row(4, q, TaskState::kSucceeded, kNow + seconds(50)));
-  InsertCommitted(Row(5, q, TaskState::kCancelled, kNow + seconds(40)));
-  InsertCommitted(Row(6, q, TaskState::kSucceeded, kNow + seconds(45)));
+  InsertCommitted(Row(4, q, TaskState::kSucceeded, kBase + 2 * kBucket + seconds(5)));
+  InsertCommitted(Row(5, q, TaskState::kCancelled, kBase + kBucket + seconds(7)));
+  InsertCommitted(Row(6, q, TaskState::kSucceeded, kBase + kBucket + seconds(9)));
+  // A lower bound: the start of the earliest bucket holding a purge time.
   Result<std::optional<Timestamp>> next = store_->NextPurgeDue();
   ASSERT_TRUE(next.ok());
-  EXPECT_EQ(*next, kNow + seconds(40));
+  EXPECT_EQ(*next, kBase + kBucket);
 
   ASSERT_TRUE(store_->Delete(5).ok());
+  ASSERT_TRUE(store_->Delete(6).ok());
   Result<std::optional<Timestamp>> after = store_->NextPurgeDue();
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(*after, kNow + seconds(45));
+  EXPECT_EQ(*after, kBase + 2 * kBucket);
 }
 
 // Scheduled rows whose due order differs from their seq order.
@@ -743,13 +751,13 @@ class SqliteStoreListTest : public SqliteStoreTest {
     a_ = Queue("a");
     b_ = Queue("b");
     ASSERT_TRUE(store_->Begin().ok());
-    // seq: queue, due.
-    Add(Scheduled(1, a_, kNow + seconds(30)));
-    Add(Scheduled(2, b_, kNow + seconds(10)));
-    Add(Scheduled(3, a_, kNow + seconds(10)));
-    Add(Scheduled(4, a_, kNow + seconds(20)));
-    Add(Scheduled(5, b_, kNow + seconds(10)));
-    Add(Scheduled(6, a_, kNow));
+    // seq: queue, due (bucket 0-3; seqs 2, 3 and 5 share bucket 1).
+    Add(Scheduled(1, a_, kBase + 3 * kBucket));
+    Add(Scheduled(2, b_, kBase + kBucket + seconds(10)));
+    Add(Scheduled(3, a_, kBase + kBucket + seconds(5)));
+    Add(Scheduled(4, a_, kBase + 2 * kBucket));
+    Add(Scheduled(5, b_, kBase + kBucket + seconds(1)));
+    Add(Scheduled(6, a_, kBase));
     Add(Row(7, a_, TaskState::kDead, std::nullopt));
     Add(Row(8, b_, TaskState::kRunning, kNow + seconds(5)));
     Add(Row(9, a_, TaskState::kDead, std::nullopt));
@@ -767,13 +775,13 @@ class SqliteStoreListTest : public SqliteStoreTest {
   int64_t b_ = 0;
 };
 
-TEST_F(SqliteStoreListTest, ByStateOrdersByDueThenSeq) {
+TEST_F(SqliteStoreListTest, ByStateOrdersByDueBucketThenSeq) {
   Store::ListQuery q;
   q.state = TaskState::kScheduled;
   EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{6, 2, 3, 5, 4, 1}));
 }
 
-TEST_F(SqliteStoreListTest, ByStatePagesWithAfterDueAndAfterSeq) {
+TEST_F(SqliteStoreListTest, ByStatePagesWithAfterBucketAndAfterSeq) {
   Store::ListQuery q;
   q.state = TaskState::kScheduled;
   q.limit = 2;
@@ -785,17 +793,17 @@ TEST_F(SqliteStoreListTest, ByStatePagesWithAfterDueAndAfterSeq) {
     if (rows->empty()) break;
     for (const Store::ReadRow& r : *rows) all.push_back(r.row.seq);
     ASSERT_TRUE(rows->back().row.due.has_value());
-    q.after_due = *rows->back().row.due;
+    q.after_bucket = DueBucket(*rows->back().row.due);
     q.after_seq = rows->back().row.seq;
   }
   EXPECT_EQ(all, (std::vector<int64_t>{6, 2, 3, 5, 4, 1}));
 }
 
-TEST_F(SqliteStoreListTest, CursorInsideATieOfDues) {
+TEST_F(SqliteStoreListTest, CursorInsideABucket) {
   Store::ListQuery q;
   q.state = TaskState::kScheduled;
-  q.after_due = kNow + seconds(10);
-  q.after_seq = 2;  // seqs 3 and 5 share that due and come after 2
+  q.after_bucket = kB0 + 1;
+  q.after_seq = 2;  // seqs 3 and 5 share that bucket and come after 2
   EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{3, 5, 4, 1}));
 }
 
