@@ -53,14 +53,10 @@ constexpr int kCheckpointPages = 4096;
 // After a checkpoint resets it, a WAL file larger than this is truncated.
 constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
 
-// The task columns in Stmt::Row() order; qualified (for joins) and bare (for
-// RETURNING, which takes no table prefix).
+// The task columns in Stmt::Row() order.
 #define CHRONOQ_TASK_COLS                                                                \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, " \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap"
-#define CHRONOQ_TASK_COLS_BARE                                                        \
-  "seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at, token, " \
-  "last_error, updated, backoff_base, backoff_cap"
 
 int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
 Timestamp FromMicros(int64_t v) { return Timestamp(Duration(v)); }
@@ -338,25 +334,20 @@ class SqliteStore final : public Store {
 
   Result<std::optional<TaskRow>> MarkRunning(int64_t seq, Timestamp lease_until, uint64_t token,
                                              Timestamp now) override {
+    // A point read and a point update: cheaper than UPDATE ... RETURNING,
+    // which materialises its result in an ephemeral table.
+    CHRONOQ_ASSIGN_OR_RETURN(std::optional<TaskRow> row, FindBySeq(seq));
+    if (!row || row->state != TaskState::kScheduled) return std::optional<TaskRow>();
     Stmt& s = w_.mark_running.Reset();
     s.Bind(1, seq).Bind(2, lease_until).Bind(3, static_cast<int64_t>(token)).Bind(4, now);
-    // RETURNING performs the whole update on the first step; the second step
-    // finishes the statement.
-    const int rc = s.Step();
-    if (rc == SQLITE_DONE) {
-      s.Reset();
-      return std::optional<TaskRow>();
-    }
-    if (rc != SQLITE_ROW) {
-      Status e = SqlError(writer_, "claim task");
-      s.Reset();
-      return e;
-    }
-    TaskRow row = s.Row();
-    const int rc2 = s.Step();
-    s.Reset();
-    if (rc2 != SQLITE_DONE) return SqlError(writer_, "claim task");
-    return std::optional<TaskRow>(std::move(row));
+    CHRONOQ_RETURN_IF_ERROR(s.Run("claim task"));
+    row->state = TaskState::kRunning;
+    row->run_at = row->due;
+    row->due = lease_until;
+    row->token = token;
+    row->attempt += 1;
+    row->updated = now;
+    return row;
   }
 
   Status Move(const Transition& t) override {
@@ -527,7 +518,7 @@ class SqliteStore final : public Store {
         {&w_.by_name, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.name = ?1"},
         {&w_.mark_running,
          "UPDATE tasks SET state=1, run_at=due, due=?2, token=?3, attempt=attempt+1,"
-         " updated=?4 WHERE seq=?1 AND state=0 RETURNING " CHRONOQ_TASK_COLS_BARE},
+         " updated=?4 WHERE seq=?1"},
         // Leaving `scheduled` keeps the instant it was due in run_at; entering
         // it clears run_at, since due is the run time again.
         {&w_.move,
@@ -584,6 +575,12 @@ class SqliteStore final : public Store {
 }  // namespace
 
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, Durability durability) {
+  // SQLite's memory statistics take a global mutex on every allocation (about
+  // 10% of the claim/ack path when profiled). This only works before SQLite
+  // is first used in the process; if the host program got there first, the
+  // call fails harmlessly.
+  static std::once_flag config_once;
+  std::call_once(config_once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   auto store = std::make_unique<SqliteStore>();
   CHRONOQ_RETURN_IF_ERROR(store->Open(path, durability));
   return std::unique_ptr<Store>(std::move(store));
