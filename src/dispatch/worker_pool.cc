@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <pthread.h>
+
 namespace chronoq {
 
 WorkerPool::WorkerPool(Engine& engine, Clock& clock, std::string queue, HandlerOptions options,
@@ -21,8 +23,17 @@ WorkerPool::~WorkerPool() {
 }
 
 void WorkerPool::Start() {
-  for (int i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { Work(); });
-  keeper_ = std::thread([this] { KeepLeases(); });
+  // Thread names show in top -H and profilers (15 characters at most).
+  for (int i = 0; i < options_.concurrency; ++i) {
+    workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), ("cq-w:" + queue_.substr(0, 10)).c_str());
+      Work();
+    });
+  }
+  keeper_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "chronoq-keeper");
+    KeepLeases();
+  });
 }
 
 void WorkerPool::RequestStop() {

@@ -10,6 +10,8 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include <pthread.h>
+
 namespace chronoq {
 namespace {
 
@@ -251,7 +253,10 @@ class SqliteStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(Exec(checkpoint_db_, kJournalSizeLimit));
     // Replaces SQLite's automatic checkpoint on the writer.
     sqlite3_wal_hook(writer_, &SqliteStore::OnWalCommit, this);
-    checkpointer_ = std::thread([this] { Checkpointer(); });
+    checkpointer_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "chronoq-ckpt");
+      Checkpointer();
+    });
     return Prepare();
   }
 
