@@ -316,14 +316,34 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
 }
 
 Status Core::Ack(const std::string& id, uint64_t token) {
-  const RunningTask* task = leases_.Find(token);
-  if (task == nullptr || task->id != id) return NotFoundOrStale(id, token);
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<Status> one, AckMany({{id, token}}));
+  return one.front();
+}
+
+Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   const Timestamp now = clock_.Now();
   const Timestamp purge_at = PurgeAt(now);
-  CHRONOQ_RETURN_IF_ERROR(store_.Move({task->seq, TaskState::kSucceeded, purge_at, {}, {}, now}));
-  leases_.Remove(token);
+  std::vector<Status> out;
+  out.reserve(acks.size());
+  std::vector<int64_t> seqs;
+  std::vector<uint64_t> tokens;
+  for (const AckRequest& a : acks) {
+    const RunningTask* task = leases_.Find(a.token);
+    // A token acknowledged earlier in this batch is already in `tokens`.
+    const bool repeated = std::find(tokens.begin(), tokens.end(), a.token) != tokens.end();
+    if (task == nullptr || task->id != a.id || repeated) {
+      out.push_back(NotFoundOrStale(a.id, a.token));
+      continue;
+    }
+    seqs.push_back(task->seq);
+    tokens.push_back(a.token);
+    out.emplace_back();
+  }
+  if (seqs.empty()) return out;
+  CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(seqs, purge_at, now));
+  for (uint64_t token : tokens) leases_.Remove(token);
   NotePurge(purge_at);
-  return {};
+  return out;
 }
 
 Status Core::RetryOrBury(uint64_t token, const RunningTask& task, Timestamp due,

@@ -97,6 +97,8 @@ class Core {
   Result<Task> Retry(const std::string& id);
   Result<std::vector<Lease>> Claim(const std::string& queue, int max, Duration lease);
   Status Ack(const std::string& id, uint64_t token);
+  // One Status per acknowledgement; the valid ones are written together.
+  Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks);
   Status Fail(const std::string& id, uint64_t token, const std::string& error,
               std::optional<Duration> retry_after);
   Result<Timestamp> Extend(const std::string& id, uint64_t token, Duration lease);

@@ -398,12 +398,7 @@ Result<std::vector<Status>> EngineImpl::AckMany(const std::vector<AckRequest>& a
       return Status::InvalidArgument("acks[" + std::to_string(i) + "].id", "must be 1-200 bytes");
     }
   }
-  return Call<std::vector<Status>>([&acks](Core& core) -> Result<std::vector<Status>> {
-    std::vector<Status> out;
-    out.reserve(acks.size());
-    for (const AckRequest& a : acks) out.push_back(core.Ack(a.id, a.token));
-    return out;
-  });
+  return Call<std::vector<Status>>([&acks](Core& core) { return core.AckMany(acks); });
 }
 
 Status EngineImpl::Fail(std::string_view id, uint64_t token, std::string_view error,

@@ -109,6 +109,10 @@ class Store {
     Timestamp now;
   };
   virtual Status Move(const Transition& t) = 0;
+  // Moves many running rows to succeeded with one purge time: the batched
+  // form of Move for acknowledgements (one statement per 64 rows).
+  virtual Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
+                               Timestamp now) = 0;
   // Sets due (a running task's lease end) without touching anything else.
   virtual Status SetDue(int64_t seq, Timestamp due, Timestamp now) = 0;
   virtual Status SetPayload(int64_t seq, const std::string& payload) = 0;

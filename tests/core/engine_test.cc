@@ -519,6 +519,17 @@ TEST_F(EngineTest, AckManyReportsPerTask) {
   EXPECT_EQ((*res)[1].code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(StateOf(l->at(0).id), TaskState::kSucceeded);
   EXPECT_EQ(StateOf(l->at(1).id), TaskState::kRunning);
+
+  // The same token twice in one call: the second is stale.
+  const Lease& b_lease = l->at(1);
+  auto twice = engine_->AckMany({{b_lease.id, b_lease.token}, {b_lease.id, b_lease.token}});
+  ASSERT_TRUE(twice.ok());
+  EXPECT_TRUE((*twice)[0].ok());
+  EXPECT_EQ((*twice)[1].code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(StateOf(b_lease.id), TaskState::kSucceeded);
+  EXPECT_EQ(engine_->AckMany({{"missing", 1}})->at(0).code(), StatusCode::kNotFound);
+  (void)a;
+  (void)b;
 }
 
 }  // namespace

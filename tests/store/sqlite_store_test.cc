@@ -23,6 +23,7 @@ namespace {
 using std::chrono::seconds;
 
 // 2026-11-22T00:00:00Z.
+using std::chrono::hours;
 constexpr Timestamp kNow = Timestamp(seconds(1'795'305'600));
 // Due buckets (store.h): kBase starts the bucket holding kNow; kBucket is one
 // bucket long, kB0 its number.
@@ -539,6 +540,33 @@ TEST_F(SqliteStoreTest, MoveToRunningKeepsTheToken) {
   EXPECT_EQ(got->token, 9u);
   EXPECT_EQ(got->run_at, kNow);
   EXPECT_EQ(got->due, kNow + seconds(60));
+}
+
+TEST_F(SqliteStoreTest, MarkSucceededMovesOnlyRunningRowsInChunks) {
+  const int64_t q = Queue("q");
+  // 150 running rows: more than two statements' worth (64 per statement).
+  std::vector<int64_t> seqs;
+  for (int64_t seq = 1; seq <= 150; ++seq) {
+    InsertCommitted(Row(seq, q, TaskState::kRunning, kNow + seconds(30)));
+    seqs.push_back(seq);
+  }
+  InsertCommitted(Scheduled(151, q, kNow));
+  seqs.push_back(151);  // not running: must stay as it is
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->MarkSucceeded(seqs, kNow + hours(24), kNow + seconds(1)).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  for (int64_t seq : {int64_t{1}, int64_t{64}, int64_t{65}, int64_t{129}, int64_t{150}}) {
+    Result<std::optional<TaskRow>> row = store_->FindBySeq(seq);
+    ASSERT_TRUE(row.ok() && row->has_value()) << seq;
+    EXPECT_EQ((*row)->state, TaskState::kSucceeded) << seq;
+    EXPECT_EQ((*row)->due, kNow + hours(24)) << seq;
+    EXPECT_EQ((*row)->updated, kNow + seconds(1)) << seq;
+    EXPECT_FALSE((*row)->token.has_value()) << seq;
+  }
+  Result<std::optional<TaskRow>> scheduled = store_->FindBySeq(151);
+  ASSERT_TRUE(scheduled.ok() && scheduled->has_value());
+  EXPECT_EQ((*scheduled)->state, TaskState::kScheduled);
+  EXPECT_EQ((*scheduled)->due, kNow);
 }
 
 TEST_F(SqliteStoreTest, SetDueChangesOnlyDueAndUpdated) {

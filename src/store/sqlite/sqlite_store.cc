@@ -1,5 +1,6 @@
 #include "store/sqlite/sqlite_store.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -44,6 +45,9 @@ INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 1), ('next_token', 1);
 )sql";
 
 constexpr int kSchemaVersion = 1;
+// Rows per batched acknowledgement statement; unused slots are bound to NULL,
+// which matches nothing.
+constexpr int kAckBatch = 64;
 #define CHRONOQ_BUCKET "(due >> 26)"
 static_assert(kDueBucketShift == 26, "CHRONOQ_BUCKET and the schema spell the shift out");
 
@@ -363,6 +367,17 @@ class SqliteStore final : public Store {
     return s.Run("update task");
   }
 
+  Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
+                       Timestamp now) override {
+    for (size_t i = 0; i < seqs.size(); i += kAckBatch) {
+      Stmt& s = w_.mark_succeeded.Reset().Bind(1, purge_at).Bind(2, now);
+      const size_t n = std::min(seqs.size() - i, static_cast<size_t>(kAckBatch));
+      for (size_t k = 0; k < n; ++k) s.Bind(static_cast<int>(3 + k), seqs[i + k]);
+      CHRONOQ_RETURN_IF_ERROR(s.Run("acknowledge tasks"));
+    }
+    return {};
+  }
+
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
     return w_.set_due.Reset().Bind(1, seq).Bind(2, due).Bind(3, now).Run("extend lease");
   }
@@ -500,6 +515,12 @@ class SqliteStore final : public Store {
   }
 
   Status Prepare() {
+    std::string mark_succeeded_sql =
+        "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2 WHERE +state=1 AND seq IN (";
+    for (int i = 0; i < kAckBatch; ++i) {
+      mark_succeeded_sql += (i ? ",?" : "?") + std::to_string(3 + i);
+    }
+    mark_succeeded_sql += ")";
     const std::pair<Stmt*, const char*> writer[] = {
         {&w_.begin, "BEGIN"},
         {&w_.commit, "COMMIT"},
@@ -532,6 +553,7 @@ class SqliteStore final : public Store {
          " due=?3, last_error=coalesce(?4, last_error), attempt=coalesce(?5, attempt),"
          " token=CASE WHEN ?2=1 THEN token ELSE NULL END, updated=?6 WHERE seq=?1"},
         {&w_.set_due, "UPDATE tasks SET due=?2, updated=?3 WHERE seq=?1"},
+        {&w_.mark_succeeded, mark_succeeded_sql.c_str()},
         {&w_.set_payload, "UPDATE tasks SET payload=?2 WHERE seq=?1"},
         {&w_.save_token, "UPDATE meta SET v=?1 WHERE k='next_token'"},
         {&w_.load_scheduled,
@@ -560,8 +582,8 @@ class SqliteStore final : public Store {
   struct WriterStatements {
     Stmt begin, commit, rollback, savepoint, release, rollback_to;
     Stmt queue_id, queue_add, queues;
-    Stmt insert, overwrite, remove, by_seq, by_name, mark_running, move, set_due, set_payload,
-        save_token;
+    Stmt insert, overwrite, remove, by_seq, by_name, mark_running, move, set_due, mark_succeeded,
+        set_payload, save_token;
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
   } w_;  // engine loop thread only
   std::mutex reader_mu_;
