@@ -118,27 +118,22 @@ Result<Duration> ParseDuration(std::string_view text, std::string_view field) {
       return Status::InvalidArgument(field, "not a duration (e.g. 250ms, 10s, 5m, 2h, 7d)");
     }
     pos = static_cast<size_t>(p - text.data());
-    std::string_view unit = text.substr(pos);
-    Duration one;
-    if (unit.starts_with("ms")) {
-      one = std::chrono::milliseconds(1);
-      pos += 2;
-    } else if (unit.starts_with("us")) {
-      one = Duration(1);
-      pos += 2;
-    } else if (unit.starts_with("s")) {
-      one = std::chrono::seconds(1);
-      pos += 1;
-    } else if (unit.starts_with("m")) {
-      one = std::chrono::minutes(1);
-      pos += 1;
-    } else if (unit.starts_with("h")) {
-      one = std::chrono::hours(1);
-      pos += 1;
-    } else if (unit.starts_with("d")) {
-      one = std::chrono::hours(24);
-      pos += 1;
-    } else {
+    // Longest spellings first, so "ms" is not read as "m".
+    static constexpr std::pair<std::string_view, Duration> kUnits[] = {
+        {"ms", std::chrono::milliseconds(1)}, {"us", Duration(1)},
+        {"s", std::chrono::seconds(1)},       {"m", std::chrono::minutes(1)},
+        {"h", std::chrono::hours(1)},         {"d", std::chrono::hours(24)},
+    };
+    const std::string_view rest = text.substr(pos);
+    Duration one{0};
+    for (const auto& [name, length] : kUnits) {
+      if (rest.starts_with(name)) {
+        one = length;
+        pos += name.size();
+        break;
+      }
+    }
+    if (one == Duration::zero()) {
       return Status::InvalidArgument(field, "unknown unit (use ms, s, m, h or d)");
     }
     if (n > (kMaxDelay - total) / one) return Status::InvalidArgument(field, "too large");

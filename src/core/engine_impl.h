@@ -62,6 +62,8 @@ class EngineImpl final : public Engine {
   Status CallStatus(std::function<Status(Core&)> fn);
   // Hands `op` to the loop; answers it with Unavailable when stopping.
   void Submit(Op* op);
+  // Wakes every caller waiting for an op (see CallOp in engine_impl.cc).
+  void WakeCallers();
   void Loop();
   void RunCycle(std::vector<Op*>& batch);
   Result<std::vector<Lease>> ClaimWaiting(const std::string& queue, int max, Duration lease,
@@ -78,6 +80,7 @@ class EngineImpl final : public Engine {
   std::vector<Op*> pending_;    // guarded by mu_
   bool stop_ = false;           // guarded by mu_
   std::thread loop_;
+  std::atomic<uint32_t> cycles_{0};  // bumped after each cycle's ops are answered
 
   std::mutex pools_mu_;
   std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools_;  // guarded by pools_mu_

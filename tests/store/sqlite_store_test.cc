@@ -968,5 +968,42 @@ TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   EXPECT_EQ(Queue("email"), q);
 }
 
+// The WAL must not grow without bound while the store is written to: past
+// wal_limit_pages the writer checkpoints before its next commit, and the WAL
+// restarts from its beginning. (A checkpoint run on a connection that has not
+// read the database yet silently does nothing; this caught that.)
+TEST(SqliteStoreWalTest, WalStaysBoundedUnderContinuousWrites) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("chronoq-wal-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string path = (dir / "wal.db").string();
+  // The background checkpointer is kept out of the way so the writer's own
+  // checkpoint is what is tested.
+  auto store = OpenSqliteStore(path, Durability::kNormal,
+                               {.checkpoint_pages = 1 << 30, .wal_limit_pages = 64});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Result<int64_t> q = (*store)->QueueId("q");
+  ASSERT_TRUE(q.ok());
+  const std::string payload = "\"" + std::string(1000, 'x') + "\"";
+  int64_t seq = 0;
+  uintmax_t max_wal = 0;
+  for (int commit = 0; commit < 100; ++commit) {
+    ASSERT_TRUE((*store)->Begin().ok());
+    for (int i = 0; i < 20; ++i) {
+      TaskRow row = Scheduled(++seq, *q, kNow);
+      row.payload = payload;
+      ASSERT_TRUE((*store)->Insert(row).ok());
+    }
+    ASSERT_TRUE((*store)->Commit().ok());
+    max_wal = std::max(max_wal, std::filesystem::file_size(path + "-wal"));
+  }
+  // About 2 MB were written; the WAL never held much more than 64 pages plus
+  // one commit, and the rows reached the database file while it was open.
+  EXPECT_LT(max_wal, 1'000'000u);
+  EXPECT_GT(std::filesystem::file_size(path), 1'000'000u);
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace chronoq

@@ -52,10 +52,10 @@ constexpr int kAckBatch = 64;
 static_assert(kDueBucketShift == 26, "CHRONOQ_BUCKET and the schema spell the shift out");
 
 // The WAL is checkpointed into the database by a background thread once it
-// holds this many pages (16 MiB), so the writer never waits for a checkpoint's
-// fsyncs. SQLite's own automatic checkpoint would run them on the writer
-// thread, inside a commit: measured, that cost the enqueue path about 40%.
-constexpr int kCheckpointPages = 4096;
+// holds SqliteTuning::checkpoint_pages, so the writer does not wait for a
+// checkpoint's fsyncs: SQLite's automatic checkpoint runs them on the writer,
+// inside a commit. If the checkpointer falls behind, the writer checkpoints
+// itself past SqliteTuning::wal_limit_pages.
 // After a checkpoint resets it, a WAL file larger than this is truncated.
 constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
 
@@ -221,7 +221,7 @@ Result<sqlite3*> OpenConnection(const std::string& path, bool writer) {
 
 class SqliteStore final : public Store {
  public:
-  SqliteStore() = default;
+  explicit SqliteStore(SqliteTuning tuning) : tuning_(tuning) {}
   ~SqliteStore() override {
     {
       std::lock_guard lock(checkpoint_mu_);
@@ -475,9 +475,22 @@ class SqliteStore final : public Store {
 
   // Called by SQLite on the writer thread after each commit with the number
   // of pages in the WAL.
-  static int OnWalCommit(void* self, sqlite3*, const char*, int pages) {
-    if (pages >= kCheckpointPages) {
-      auto* store = static_cast<SqliteStore*>(self);
+  static int OnWalCommit(void* self, sqlite3* db, const char*, int pages) {
+    auto* store = static_cast<SqliteStore*>(self);
+    if (pages >= store->tuning_.wal_limit_pages) {
+      // The checkpointer is not keeping up: checkpoint here, before the next
+      // commit, so the WAL (and recovery time) stays bounded. This slows the
+      // writer down, which is the point.
+      int log = 0, done = 0;
+      sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+      return SQLITE_OK;
+    }
+    // Once per checkpoint_pages of new WAL: while the writer keeps appending,
+    // the WAL rarely restarts, and signalling on its total size would keep
+    // the checkpointer (and its fsyncs) busy without pause.
+    if (pages < store->signalled_at_pages_) store->signalled_at_pages_ = 0;  // it restarted
+    if (pages - store->signalled_at_pages_ >= store->tuning_.checkpoint_pages) {
+      store->signalled_at_pages_ = pages;
       {
         std::lock_guard lock(store->checkpoint_mu_);
         store->checkpoint_wanted_ = true;
@@ -496,6 +509,9 @@ class SqliteStore final : public Store {
       if (stop_checkpointer_) return;
       checkpoint_wanted_ = false;
       lock.unlock();
+      // A connection learns that the database is in WAL mode only by reading
+      // it; without this read the checkpoint silently does nothing.
+      Exec(checkpoint_db_, "SELECT 1 FROM meta LIMIT 1").IgnoreError();
       int log = 0, done = 0;
       const int rc = sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE,
                                                &log, &done);
@@ -577,6 +593,8 @@ class SqliteStore final : public Store {
     return {};
   }
 
+  const SqliteTuning tuning_;
+  int signalled_at_pages_ = 0;  // writer thread only: WAL size at the last signal
   sqlite3* writer_ = nullptr;
   sqlite3* reader_ = nullptr;
   struct WriterStatements {
@@ -601,14 +619,15 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, Durability durability) {
+Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, Durability durability,
+                                               SqliteTuning tuning) {
   // SQLite's memory statistics take a global mutex on every allocation (about
   // 10% of the claim/ack path when profiled). This only works before SQLite
   // is first used in the process; if the host program got there first, the
   // call fails harmlessly.
   static std::once_flag config_once;
   std::call_once(config_once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
-  auto store = std::make_unique<SqliteStore>();
+  auto store = std::make_unique<SqliteStore>(tuning);
   CHRONOQ_RETURN_IF_ERROR(store->Open(path, durability));
   return std::unique_ptr<Store>(std::move(store));
 }
