@@ -13,6 +13,21 @@ constexpr Duration kPurgeInterval = std::chrono::seconds(1);
 
 bool Unfinished(TaskState s) { return s == TaskState::kScheduled || s == TaskState::kRunning; }
 
+// The lease table's view of a running row.
+RunningTask RunningFromRow(const TaskRow& row) {
+  RunningTask t{row.seq,
+                row.qid,
+                row.name.value_or(FormatGeneratedId(row.seq)),
+                row.token.value_or(0),
+                row.due.value_or(Timestamp()),
+                row.attempt,
+                row.max_attempts,
+                row.priority,
+                std::nullopt};
+  if (row.backoff_base && row.backoff_cap) t.backoff = Backoff{*row.backoff_base, *row.backoff_cap};
+  return t;
+}
+
 Status WrongState(const std::string& id, TaskState state, std::string_view wanted) {
   return Status::FailedPrecondition(
       "task " + id + " is " + std::string(TaskStateName(state)) + ", not " + std::string(wanted),
@@ -67,15 +82,7 @@ Status Core::Recover() {
   // Running rows: their leases continue; lapsed ones are redelivered by the
   // first TimedWork.
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> running, store_.LoadRunning());
-  for (TaskRow& row : running) {
-    leases_.Add(
-        row.token.value_or(0),
-        RunningTask{row.seq, row.qid, row.name.value_or(FormatGeneratedId(row.seq)),
-                    row.due.value_or(Timestamp()), row.attempt, row.max_attempts, row.priority,
-                    row.backoff_base
-                        ? std::optional<Backoff>(Backoff{*row.backoff_base, *row.backoff_cap})
-                        : std::nullopt});
-  }
+  for (const TaskRow& row : running) leases_.Add(RunningFromRow(row));
   CHRONOQ_ASSIGN_OR_RETURN(std::optional<int64_t> first,
                            store_.NextScheduledBucket(DueBucket(Timestamp::min())));
   if (first) beyond_ = BucketStart(*first);
@@ -123,6 +130,11 @@ Result<TaskRow> Core::FindOrNotFound(const std::string& id) {
 }
 
 Task Core::ToTask(const TaskRow& row) const { return TaskFromRow(row, QueueName(row.qid)); }
+
+const RunningTask* Core::Leased(const std::string& id, uint64_t token) const {
+  const RunningTask* task = leases_.FindById(id);
+  return task != nullptr && task->token == token ? task : nullptr;
+}
 
 Status Core::NotFoundOrStale(const std::string& id, uint64_t token) {
   CHRONOQ_RETURN_IF_ERROR(FindOrNotFound(id).status());
@@ -292,25 +304,37 @@ Result<Task> Core::Retry(const std::string& id) {
 Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Duration lease) {
   const Timestamp now = clock_.Now();
   CHRONOQ_ASSIGN_OR_RETURN(int64_t qid, QueueIdOf(queue));
-  std::vector<Lease> out;
-  while (static_cast<int>(out.size()) < max) {
+  std::vector<Window::Key> keys;
+  while (static_cast<int>(keys.size()) < max) {
     std::optional<Window::Key> key = window_.PopDue(qid, now);
     if (!key) break;
-    const uint64_t token = next_token_++;
-    const Timestamp until = now + lease;
-    CHRONOQ_ASSIGN_OR_RETURN(std::optional<TaskRow> row,
-                             store_.MarkRunning(key->seq, until, token, now));
-    // The window only holds scheduled rows, so this is a bug if it happens;
-    // skipping the entry is safe (the store is the truth).
-    if (!row) continue;
-    RunningTask running{
-        row->seq,      qid,          row->name.value_or(FormatGeneratedId(row->seq)),
-        until,         row->attempt, row->max_attempts,
-        row->priority, std::nullopt};
-    if (row->backoff_base) running.backoff = Backoff{*row->backoff_base, *row->backoff_cap};
-    out.push_back(Lease{running.id, queue, std::move(row->payload), key->due, row->attempt,
-                        row->max_attempts, token, until});
-    leases_.Add(token, std::move(running));
+    keys.push_back(*key);
+  }
+  if (keys.empty()) return std::vector<Lease>();
+  // One token for the whole claim: it still only grows, and each task's
+  // current holder is told apart from any earlier one (see lease_table.h).
+  const uint64_t token = next_token_++;
+  const Timestamp until = now + lease;
+  std::vector<int64_t> seqs;
+  seqs.reserve(keys.size());
+  for (const Window::Key& k : keys) seqs.push_back(k.seq);
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> rows,
+                           store_.MarkRunningMany(seqs, until, token, now));
+  // The rows come back in seq order; leases go out in due order. The window
+  // only holds scheduled rows, so a row missing here would be a bug; skipping
+  // it is safe (the store is the truth).
+  std::unordered_map<int64_t, TaskRow*> by_seq;
+  for (TaskRow& row : rows) by_seq.emplace(row.seq, &row);
+  std::vector<Lease> out;
+  out.reserve(rows.size());
+  for (const Window::Key& k : keys) {
+    auto it = by_seq.find(k.seq);
+    if (it == by_seq.end()) continue;
+    TaskRow& row = *it->second;
+    RunningTask running = RunningFromRow(row);
+    out.push_back(Lease{running.id, queue, std::move(row.payload), k.due, row.attempt,
+                        row.max_attempts, token, until});
+    leases_.Add(std::move(running));
   }
   return out;
 }
@@ -326,28 +350,25 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   std::vector<Status> out;
   out.reserve(acks.size());
   std::vector<int64_t> seqs;
-  std::vector<uint64_t> tokens;
   for (const AckRequest& a : acks) {
-    const RunningTask* task = leases_.Find(a.token);
-    // A token acknowledged earlier in this batch is already in `tokens`.
-    const bool repeated = std::find(tokens.begin(), tokens.end(), a.token) != tokens.end();
-    if (task == nullptr || task->id != a.id || repeated) {
+    const RunningTask* task = Leased(a.id, a.token);
+    // A task acknowledged earlier in this batch is already in `seqs`.
+    if (task == nullptr || std::find(seqs.begin(), seqs.end(), task->seq) != seqs.end()) {
       out.push_back(NotFoundOrStale(a.id, a.token));
       continue;
     }
     seqs.push_back(task->seq);
-    tokens.push_back(a.token);
     out.emplace_back();
   }
   if (seqs.empty()) return out;
   CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(seqs, purge_at, now));
-  for (uint64_t token : tokens) leases_.Remove(token);
+  for (int64_t seq : seqs) leases_.Remove(seq);
   NotePurge(purge_at);
   return out;
 }
 
-Status Core::RetryOrBury(uint64_t token, const RunningTask& task, Timestamp due,
-                         const std::string& error, Timestamp now) {
+Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
+                         Timestamp now) {
   if (task.attempt >= task.max_attempts) {
     CHRONOQ_RETURN_IF_ERROR(
         store_.Move({task.seq, TaskState::kDead, std::nullopt, error, {}, now}));
@@ -355,28 +376,28 @@ Status Core::RetryOrBury(uint64_t token, const RunningTask& task, Timestamp due,
     CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kScheduled, due, error, {}, now}));
     Schedule(task.qid, due, task.priority, task.seq);
   }
-  leases_.Remove(token);
+  leases_.Remove(task.seq);
   return {};
 }
 
 Status Core::Fail(const std::string& id, uint64_t token, const std::string& error,
                   std::optional<Duration> retry_after) {
-  const RunningTask* task = leases_.Find(token);
-  if (task == nullptr || task->id != id) return NotFoundOrStale(id, token);
+  const RunningTask* task = Leased(id, token);
+  if (task == nullptr) return NotFoundOrStale(id, token);
   const Timestamp now = clock_.Now();
   const Duration delay = retry_after.value_or(
       BackoffDelay(task->backoff.value_or(options_.default_backoff), task->attempt, rng_));
   const RunningTask copy = *task;
-  return RetryOrBury(token, copy, now + delay, TruncateUtf8(error, kMaxErrorBytes), now);
+  return RetryOrBury(copy, now + delay, TruncateUtf8(error, kMaxErrorBytes), now);
 }
 
 Result<Timestamp> Core::Extend(const std::string& id, uint64_t token, Duration lease) {
-  const RunningTask* task = leases_.Find(token);
-  if (task == nullptr || task->id != id) return NotFoundOrStale(id, token);
+  const RunningTask* task = Leased(id, token);
+  if (task == nullptr) return NotFoundOrStale(id, token);
   const Timestamp now = clock_.Now();
   const Timestamp until = now + lease;
   CHRONOQ_RETURN_IF_ERROR(store_.SetDue(task->seq, until, now));
-  leases_.Extend(token, until);
+  leases_.Extend(task->seq, until);
   return until;
 }
 
@@ -429,10 +450,10 @@ Status Core::TimedWork(std::vector<Op*>& finished) {
   // Lapsed leases: the worker vanished or is too slow. The attempt was counted
   // at claim time; the task is claimable again at once, or dead if that was
   // its last attempt.
-  while (std::optional<uint64_t> token = leases_.FirstExpired(now)) {
-    const RunningTask task = *leases_.Find(*token);
+  while (std::optional<int64_t> seq = leases_.FirstExpired(now)) {
+    const RunningTask task = *leases_.Find(*seq);
     CHRONOQ_RETURN_IF_ERROR(RetryOrBury(
-        *token, task, now, "lease expired during attempt " + std::to_string(task.attempt), now));
+        task, now, "lease expired during attempt " + std::to_string(task.attempt), now));
   }
 
   if (window_full_ ? window_.size() < options_.max_window_tasks / 2

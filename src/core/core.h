@@ -127,6 +127,8 @@ class Core {
   Result<std::optional<TaskRow>> Find(const std::string& id);
   Result<TaskRow> FindOrNotFound(const std::string& id);
   Task ToTask(const TaskRow& row) const;
+  // The running task `id` if `token` is its current lease; nullptr otherwise.
+  const RunningTask* Leased(const std::string& id, uint64_t token) const;
   Status NotFoundOrStale(const std::string& id, uint64_t token);
   // Puts a scheduled row into the window if it is near enough.
   void Schedule(int64_t qid, Timestamp due, int priority, int64_t seq);
@@ -134,8 +136,8 @@ class Core {
   Timestamp PurgeAt(Timestamp now) const { return now + options_.retention; }
   void NotePurge(Timestamp at);
   // Moves a running task back to scheduled (or dead when out of attempts).
-  Status RetryOrBury(uint64_t token, const RunningTask& task, Timestamp due,
-                     const std::string& error, Timestamp now);
+  Status RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
+                     Timestamp now);
   Status Refill(Timestamp now);
   void ServeParked(int64_t qid, std::vector<Op*>& finished);
 

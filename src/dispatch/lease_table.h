@@ -1,8 +1,11 @@
-// LeaseTable: every running task, by fencing token and by lease end.
+// LeaseTable: every running task, by task and by lease end.
 //
 // Running tasks are few (one per busy worker), so all of them live here, not
-// only the near future. A token is issued once per claim and never reused, so
-// a token found here is the current lease of its task.
+// only the near future. Each holds the fencing token of the claim that leased
+// it; tokens come from one counter that only grows, so a task re-claimed after
+// its lease lapsed always carries a larger token than any earlier holder's.
+// (One Claim call hands its tasks the same token: a stale caller is still
+// recognised, since the task's current token differs from the one it holds.)
 //
 // Not thread-safe: confined to the engine loop thread.
 #pragma once
@@ -11,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -22,7 +26,8 @@ namespace chronoq {
 struct RunningTask {
   int64_t seq = 0;
   int64_t qid = 0;
-  std::string id;
+  std::string id;  // the client-chosen id, or the generated one
+  uint64_t token = 0;
   Timestamp lease_until;
   int attempt = 0;
   int max_attempts = 0;
@@ -32,21 +37,25 @@ struct RunningTask {
 
 class LeaseTable {
  public:
-  void Add(uint64_t token, RunningTask task);
-  // nullptr when `token` is not a current lease.
-  const RunningTask* Find(uint64_t token) const;
-  std::optional<RunningTask> Remove(uint64_t token);
-  // REQUIRES: Find(token) != nullptr
-  void Extend(uint64_t token, Timestamp until);
-  // The token whose lease ends first, if it has ended by `now`.
-  std::optional<uint64_t> FirstExpired(Timestamp now) const;
+  // Adds or replaces the lease of task.seq.
+  void Add(RunningTask task);
+  // nullptr when the task is not running.
+  const RunningTask* Find(int64_t seq) const;
+  // By task id (generated or client-chosen); nullptr when not running.
+  const RunningTask* FindById(std::string_view id) const;
+  std::optional<RunningTask> Remove(int64_t seq);
+  // REQUIRES: Find(seq) != nullptr
+  void Extend(int64_t seq, Timestamp until);
+  // The task whose lease ends first, if it has ended by `now`.
+  std::optional<int64_t> FirstExpired(Timestamp now) const;
   std::optional<Timestamp> EarliestExpiry() const;
-  size_t size() const { return by_token_.size(); }
+  size_t size() const { return by_seq_.size(); }
   void Clear();
 
  private:
-  std::unordered_map<uint64_t, RunningTask> by_token_;
-  std::set<std::pair<Timestamp, uint64_t>> by_expiry_;
+  std::unordered_map<int64_t, RunningTask> by_seq_;
+  std::unordered_map<std::string, int64_t> by_name_;  // client-chosen ids only
+  std::set<std::pair<Timestamp, int64_t>> by_expiry_;
 };
 
 }  // namespace chronoq

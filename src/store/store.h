@@ -94,10 +94,22 @@ class Store {
   virtual Result<std::optional<TaskRow>> FindBySeq(int64_t seq) = 0;
   virtual Result<std::optional<TaskRow>> FindByName(const std::string& name) = 0;
 
-  // scheduled → running: sets due=lease_until, run_at=old due, the token and
-  // attempt+1. Returns the row as updated, or nothing if it was not scheduled.
-  virtual Result<std::optional<TaskRow>> MarkRunning(int64_t seq, Timestamp lease_until,
-                                                     uint64_t token, Timestamp now) = 0;
+  // scheduled → running, for every row of `seqs` that is scheduled: sets
+  // due=lease_until, run_at=old due, the token and attempt+1. Returns the rows
+  // as updated, in no particular order; rows that were not scheduled are left
+  // out.
+  // (One statement per 64 rows.)
+  virtual Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
+                                                       Timestamp lease_until, uint64_t token,
+                                                       Timestamp now) = 0;
+  // MarkRunningMany for one row.
+  Result<std::optional<TaskRow>> MarkRunning(int64_t seq, Timestamp lease_until, uint64_t token,
+                                             Timestamp now) {
+    CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> rows,
+                             MarkRunningMany({seq}, lease_until, token, now));
+    if (rows.empty()) return std::optional<TaskRow>();
+    return std::optional<TaskRow>(std::move(rows.front()));
+  }
   // Sets state, due, last_error (when given) and attempt (when given); clears
   // the token unless the new state is running.
   struct Transition {

@@ -142,6 +142,25 @@ TEST_F(EngineTest, LapsedLeaseIsRedeliveredAndTheOldTokenIsStale) {
   EXPECT_TRUE(engine_->Ack(t.id, second->front().token).ok());
 }
 
+TEST_F(EngineTest, OneClaimSharesATokenButLeasesStayPerTask) {
+  const Task a = Add();
+  const Task b = Add();
+  auto first = engine_->Claim("q", 2, 5s);
+  ASSERT_EQ(first->size(), 2u);
+  EXPECT_EQ(first->at(0).token, first->at(1).token);
+  // b's lease lapses and b is claimed again; a keeps its lease.
+  ASSERT_TRUE(engine_->Extend(a.id, first->at(0).token, 60s).ok());
+  clock_.Advance(5s);
+  auto second = engine_->Claim("q", 2, 5s);
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ(second->front().id, b.id);
+  EXPECT_GT(second->front().token, first->at(1).token);
+  // The first claim's token still holds for a, no longer for b.
+  EXPECT_EQ(engine_->Ack(b.id, first->at(1).token).code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(engine_->Ack(a.id, first->at(0).token).ok());
+  EXPECT_TRUE(engine_->Ack(b.id, second->front().token).ok());
+}
+
 TEST_F(EngineTest, ExtendKeepsTheLease) {
   const Task t = Add();
   auto l = engine_->Claim("q", 1, 10s);

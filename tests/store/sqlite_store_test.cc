@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -540,6 +541,38 @@ TEST_F(SqliteStoreTest, MoveToRunningKeepsTheToken) {
   EXPECT_EQ(got->token, 9u);
   EXPECT_EQ(got->run_at, kNow);
   EXPECT_EQ(got->due, kNow + seconds(60));
+}
+
+TEST_F(SqliteStoreTest, MarkRunningManyClaimsOnlyScheduledRowsInChunks) {
+  const int64_t q = Queue("q");
+  std::vector<int64_t> seqs;
+  for (int64_t seq = 1; seq <= 150; ++seq) {
+    // Every tenth row is already running and must be left alone.
+    InsertCommitted(seq % 10 == 0 ? Row(seq, q, TaskState::kRunning, kNow + seconds(5))
+                                  : Scheduled(seq, q, kNow - seconds(seq)));
+    seqs.push_back(151 - seq);  // asked for in reverse order
+  }
+  seqs.push_back(999);  // does not exist
+  ASSERT_TRUE(store_->Begin().ok());
+  Result<std::vector<TaskRow>> rows =
+      store_->MarkRunningMany(seqs, kNow + seconds(30), 42, kNow + seconds(1));
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_TRUE(store_->Commit().ok());
+  ASSERT_EQ(rows->size(), 135u);
+  std::set<int64_t> claimed;
+  for (const TaskRow& r : *rows) {
+    EXPECT_NE(r.seq % 10, 0) << r.seq;
+    EXPECT_TRUE(claimed.insert(r.seq).second) << "twice: " << r.seq;
+    EXPECT_EQ(r.state, TaskState::kRunning);
+    EXPECT_EQ(r.token, 42u);
+    EXPECT_EQ(r.attempt, 1);
+    EXPECT_EQ(r.due, kNow + seconds(30));
+    EXPECT_EQ(r.run_at, kNow - seconds(r.seq));
+  }
+  Result<std::optional<TaskRow>> untouched = store_->FindBySeq(10);
+  ASSERT_TRUE(untouched.ok() && untouched->has_value());
+  EXPECT_EQ((*untouched)->due, kNow + seconds(5));
+  EXPECT_NE((*untouched)->token, 42u);
 }
 
 TEST_F(SqliteStoreTest, MarkSucceededMovesOnlyRunningRowsInChunks) {
