@@ -89,7 +89,7 @@ using Handler = std::function<Status(const Lease&)>;
 // in order: only the OK ones are acknowledged, the others retry.
 using BatchHandler = std::function<std::vector<Status>(std::span<const Lease>)>;
 
-// The outcome of one acknowledgement in AckMany.
+// One task and the token of its lease, for AckMany and ExtendMany.
 struct AckRequest {
   std::string id;
   uint64_t token = 0;
@@ -148,6 +148,9 @@ class Engine {
                       std::optional<Duration> retry_after = std::nullopt) = 0;
   // Extends a lease to now + `lease`; returns the new lease end.
   virtual Result<Timestamp> Extend(std::string_view id, uint64_t token, Duration lease) = 0;
+  // Extends many leases to now + `lease` in one commit; one Status per request.
+  virtual Result<std::vector<Status>> ExtendMany(const std::vector<AckRequest>& leases,
+                                                 Duration lease) = 0;
 
   // --- in-process workers ---------------------------------------------------
   // Starts a worker pool for `queue`. One pool per queue; AlreadyExists otherwise.

@@ -407,13 +407,21 @@ Status EngineImpl::Ack(std::string_view id, uint64_t token) {
   return CallStatus([id = std::string(id), token](Core& core) { return core.Ack(id, token); });
 }
 
-Result<std::vector<Status>> EngineImpl::AckMany(const std::vector<AckRequest>& acks) {
-  if (acks.empty()) return Status::InvalidArgument("acks", "must not be empty");
-  for (size_t i = 0; i < acks.size(); ++i) {
-    if (acks[i].id.empty() || acks[i].id.size() > kMaxIdBytes) {
-      return Status::InvalidArgument("acks[" + std::to_string(i) + "].id", "must be 1-200 bytes");
+// Checks the ids of an AckMany/ExtendMany request; errors name `field[i].id`.
+static Status ValidateLeaseRequests(const std::vector<AckRequest>& requests,
+                                    const std::string& field) {
+  if (requests.empty()) return Status::InvalidArgument(field, "must not be empty");
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].id.empty() || requests[i].id.size() > kMaxIdBytes) {
+      return Status::InvalidArgument(field + "[" + std::to_string(i) + "].id",
+                                     "must be 1-200 bytes");
     }
   }
+  return {};
+}
+
+Result<std::vector<Status>> EngineImpl::AckMany(const std::vector<AckRequest>& acks) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseRequests(acks, "acks"));
   return Call<std::vector<Status>>([&acks](Core& core) { return core.AckMany(acks); });
 }
 
@@ -425,6 +433,18 @@ Status EngineImpl::Fail(std::string_view id, uint64_t token, std::string_view er
   }
   return CallStatus([&, id = std::string(id), error = std::string(error)](Core& core) {
     return core.Fail(id, token, error, retry_after);
+  });
+}
+
+Result<std::vector<Status>> EngineImpl::ExtendMany(const std::vector<AckRequest>& leases,
+                                                   Duration lease) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseRequests(leases, "leases"));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
+  return Call<std::vector<Status>>([&](Core& core) -> Result<std::vector<Status>> {
+    std::vector<Status> out;
+    out.reserve(leases.size());
+    for (const AckRequest& l : leases) out.push_back(core.Extend(l.id, l.token, lease).status());
+    return out;
   });
 }
 

@@ -49,6 +49,8 @@ class EngineImpl final : public Engine {
   Status Fail(std::string_view id, uint64_t token, std::string_view error,
               std::optional<Duration> retry_after) override;
   Result<Timestamp> Extend(std::string_view id, uint64_t token, Duration lease) override;
+  Result<std::vector<Status>> ExtendMany(const std::vector<AckRequest>& leases,
+                                         Duration lease) override;
   Status RegisterHandler(std::string_view queue, HandlerOptions options, Handler handler) override;
   Status RegisterBatchHandler(std::string_view queue, HandlerOptions options,
                               BatchHandler handler) override;

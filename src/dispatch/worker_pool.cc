@@ -90,7 +90,7 @@ void WorkerPool::Work() {
     {
       std::lock_guard lock(mu_);
       if (in_flight_.empty()) next_extend_ = clock_.Now() + options_.lease / 3;
-      for (const Lease& l : leases) in_flight_.emplace(l.token, l.id);
+      for (const Lease& l : leases) in_flight_.emplace(l.id, l.token);
     }
     cv_.notify_all();  // the keeper may be sleeping without a deadline
 
@@ -98,7 +98,7 @@ void WorkerPool::Work() {
 
     {
       std::lock_guard lock(mu_);
-      for (const Lease& l : leases) in_flight_.erase(l.token);
+      for (const Lease& l : leases) in_flight_.erase(l.id);
     }
     std::vector<AckRequest> acks;
     for (size_t i = 0; i < leases.size(); ++i) {
@@ -136,12 +136,21 @@ void WorkerPool::KeepLeases() {
       continue;
     }
     next_extend_ = clock_.Now() + options_.lease / 3;
-    const std::map<uint64_t, std::string> extend = in_flight_;
+    std::vector<AckRequest> extend;
+    extend.reserve(in_flight_.size());
+    for (const auto& [id, token] : in_flight_) extend.push_back({id, token});
     lock.unlock();
-    for (const auto& [token, id] : extend) {
-      Result<Timestamp> r = engine_.Extend(id, token, options_.lease);
-      // The handler may have finished meanwhile; only a lost lease matters.
-      if (!r.ok()) spdlog::debug("queue {}: extend {}: {}", queue_, id, r.status().ToString());
+    // One commit for every task in flight, however large the batches.
+    Result<std::vector<Status>> r = engine_.ExtendMany(extend, options_.lease);
+    if (!r.ok()) {
+      spdlog::warn("queue {}: extending leases: {}", queue_, r.status().ToString());
+    } else {
+      for (size_t i = 0; i < extend.size(); ++i) {
+        // The handler may have finished meanwhile; only a lost lease matters.
+        if (!(*r)[i].ok()) {
+          spdlog::debug("queue {}: extend {}: {}", queue_, extend[i].id, (*r)[i].ToString());
+        }
+      }
     }
     lock.lock();
   }

@@ -61,8 +61,10 @@ class WorkerPool {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  std::map<uint64_t, std::string> in_flight_;  // token -> id; guarded by mu_
-  Timestamp next_extend_ = kForever;           // guarded by mu_
+  // id -> token of every task a worker is running (one Claim call's tasks
+  // share a token, so the id is the key); guarded by mu_.
+  std::map<std::string, uint64_t> in_flight_;
+  Timestamp next_extend_ = kForever;  // guarded by mu_
   std::vector<std::thread> workers_;
   std::thread keeper_;
 };

@@ -176,6 +176,22 @@ TEST_F(EngineTest, ExtendKeepsTheLease) {
   EXPECT_TRUE(engine_->Ack(t.id, l->front().token).ok());
 }
 
+TEST_F(EngineTest, ExtendManyReportsPerLease) {
+  const Task a = Add();
+  const Task b = Add();
+  auto l = engine_->Claim("q", 2, 10s);
+  ASSERT_EQ(l->size(), 2u);
+  clock_.Advance(8s);
+  auto res = engine_->ExtendMany({{a.id, l->at(0).token}, {b.id, 12345}}, 10s);
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE((*res)[0].ok());
+  EXPECT_EQ((*res)[1].code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(engine_->Get(a.id)->lease_until, clock_.Now() + 10s);
+  EXPECT_EQ(engine_->Get(b.id)->lease_until, clock_.Now() + 2s);
+  EXPECT_EQ(engine_->ExtendMany({}, 10s).status().field(), "leases");
+  EXPECT_EQ(engine_->ExtendMany({{a.id, 1}}, 0s).status().field(), "lease");
+}
+
 TEST_F(EngineTest, FailRetriesAfterBackoffAndKeepsTheError) {
   const Task t = Add();
   auto l = engine_->Claim("q", 1, 30s);

@@ -147,6 +147,45 @@ TEST_F(WorkerPoolTest, LeaseIsExtendedWhileTheHandlerRuns) {
   EXPECT_EQ(book.size(), 1u);  // never run twice
 }
 
+TEST_F(WorkerPoolTest, EveryLeaseOfABatchIsExtendedWhileTheHandlerRuns) {
+  std::vector<TaskSpec> specs(5, TaskSpec{.queue = "rows"});
+  auto tasks = engine_->EnqueueBatch(specs);
+  ASSERT_TRUE(tasks.ok());
+  Notebook book;
+  Gate gate;
+  ASSERT_TRUE(engine_
+                  ->RegisterBatchHandler("rows", {.lease = 3s, .batch_size = 5},
+                                         [&](std::span<const Lease> leases) {
+                                           for (const Lease& l : leases) book.Record(l);
+                                           gate.Pass();
+                                           return std::vector<Status>(leases.size());
+                                         })
+                  .ok());
+  book.WaitFor(5);
+  // The five tasks share one claim (and token); each needs its own extension.
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(1s);
+    for (int spin = 0; spin < 100000; ++spin) {
+      bool all = true;
+      for (const Task& t : *tasks) {
+        auto task = engine_->Get(t.id);
+        all = all && task->lease_until && *task->lease_until >= clock_.Now() + 2s;
+      }
+      if (all) break;
+      std::this_thread::yield();
+    }
+  }
+  engine_->Sync();
+  for (const Task& t : *tasks) {
+    auto running = engine_->Get(t.id);
+    EXPECT_EQ(running->state, TaskState::kRunning) << t.id;
+    EXPECT_EQ(running->attempt, 1) << t.id;
+  }
+  gate.Open();
+  for (const Task& t : *tasks) AwaitState(t.id, TaskState::kSucceeded);
+  EXPECT_EQ(book.size(), 5u);  // never run twice
+}
+
 TEST_F(WorkerPoolTest, BatchHandlerAcknowledgesOnlyWhatSucceeded) {
   std::vector<TaskSpec> specs(10, TaskSpec{.queue = "rows"});
   for (size_t i = 0; i < specs.size(); ++i) specs[i].payload = std::to_string(i);
