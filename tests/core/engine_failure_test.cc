@@ -1,0 +1,100 @@
+// The engine when a commit fails: every request of that commit gets the error,
+// nothing of it is visible afterwards (in the store or in memory), and the
+// engine carries on.
+#include <gtest/gtest.h>
+
+#include "core/engine_impl.h"
+#include "store/sqlite/sqlite_store.h"
+#include "support/engine_fixture.h"
+#include "support/faulty_store.h"
+
+namespace chronoq {
+namespace {
+
+using namespace std::chrono_literals;
+
+class EngineFailureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto inner = OpenSqliteStore(dir_.File("chronoq.db"), Durability::kNormal);
+    ASSERT_TRUE(inner.ok()) << inner.status().ToString();
+    auto faulty = std::make_unique<test::FaultyStore>(std::move(*inner));
+    store_ = faulty.get();
+    EngineOptions o;
+    o.path = dir_.File("chronoq.db");
+    o.clock = &clock_;
+    o.random_seed = 7;
+    auto engine = std::make_unique<EngineImpl>(o, std::move(faulty));
+    ASSERT_TRUE(engine->Start().ok());
+    engine_ = std::move(engine);
+  }
+
+  TaskSpec Spec(std::string id) {
+    TaskSpec s;
+    s.queue = "q";
+    s.id = std::move(id);
+    return s;
+  }
+
+  test::TempDir dir_;
+  test::FakeClock clock_;
+  test::FaultyStore* store_ = nullptr;  // owned by engine_
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineFailureTest, AFailedCommitRejectsItsEnqueueAndLeavesNoTrace) {
+  ASSERT_TRUE(engine_->Enqueue(Spec("a")).ok());
+  store_->FailNextCommits(1);
+  Status s = engine_->Enqueue(Spec("b")).status();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_->failed_commits(), 1);
+  EXPECT_EQ(engine_->Get("b").status().code(), StatusCode::kNotFound);
+
+  // Memory forgot b as well: only a is claimable, and b's id is free.
+  auto leases = engine_->Claim("q", 10, 30s);
+  ASSERT_TRUE(leases.ok());
+  ASSERT_EQ(leases->size(), 1u);
+  EXPECT_EQ(leases->front().id, "a");
+  EXPECT_TRUE(engine_->Enqueue(Spec("b")).ok());
+  EXPECT_EQ(engine_->Claim("q", 10, 30s)->size(), 1u);
+}
+
+TEST_F(EngineFailureTest, AFailedClaimLeavesTheTaskScheduled) {
+  ASSERT_TRUE(engine_->Enqueue(Spec("a")).ok());
+  store_->FailNextCommits(1);
+  EXPECT_EQ(engine_->Claim("q", 10, 30s).status().code(), StatusCode::kUnavailable);
+  auto task = engine_->Get("a");
+  ASSERT_TRUE(task.ok());
+  EXPECT_EQ(task->state, TaskState::kScheduled);
+  EXPECT_EQ(task->attempt, 0);
+  // The claim that failed handed out nothing: the next one is attempt 1.
+  auto leases = engine_->Claim("q", 10, 30s);
+  ASSERT_EQ(leases->size(), 1u);
+  EXPECT_EQ(leases->front().attempt, 1);
+  EXPECT_TRUE(engine_->Ack("a", leases->front().token).ok());
+}
+
+TEST_F(EngineFailureTest, AFailedAckKeepsTheLease) {
+  ASSERT_TRUE(engine_->Enqueue(Spec("a")).ok());
+  auto leases = engine_->Claim("q", 1, 30s);
+  ASSERT_EQ(leases->size(), 1u);
+  store_->FailNextCommits(1);
+  EXPECT_EQ(engine_->Ack("a", leases->front().token).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(engine_->Get("a")->state, TaskState::kRunning);
+  // The worker retries its acknowledgement with the same token.
+  EXPECT_TRUE(engine_->Ack("a", leases->front().token).ok());
+  EXPECT_EQ(engine_->Get("a")->state, TaskState::kSucceeded);
+}
+
+TEST_F(EngineFailureTest, AFailedBatchStoresNoneOfIt) {
+  store_->FailNextCommits(1);
+  EXPECT_EQ(engine_->EnqueueBatch({Spec("x"), Spec("y")}).status().code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(engine_->Get("x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine_->Get("y").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(engine_->Claim("q", 10, 30s)->empty());
+  EXPECT_TRUE(engine_->EnqueueBatch({Spec("x"), Spec("y")}).ok());
+}
+
+}  // namespace
+}  // namespace chronoq

@@ -1,0 +1,93 @@
+// FaultyStore: a Store that passes everything to a real one, except the
+// commits it is told to fail. A failed commit rolls the real transaction back,
+// as a failed fsync or a full disk would, so tests can check that the engine
+// answers every request of that commit with the error, forgets what memory
+// learnt from it, and carries on.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "store/store.h"
+
+namespace chronoq::test {
+
+// Thread-safe as far as the wrapped store is; the failure counter is atomic.
+class FaultyStore final : public Store {
+ public:
+  explicit FaultyStore(std::unique_ptr<Store> inner) : inner_(std::move(inner)) {}
+
+  // The next `n` commits fail with Unavailable.
+  void FailNextCommits(int n) { fail_commits_ = n; }
+  int failed_commits() const { return failed_; }
+
+  Status Commit() override {
+    if (fail_commits_.load() > 0) {
+      --fail_commits_;
+      ++failed_;
+      inner_->Rollback();
+      return Status::Unavailable("injected commit failure");
+    }
+    return inner_->Commit();
+  }
+
+  Result<StoreMeta> LoadMeta() override { return inner_->LoadMeta(); }
+  Status Begin() override { return inner_->Begin(); }
+  void Rollback() override { inner_->Rollback(); }
+  Status Savepoint() override { return inner_->Savepoint(); }
+  Status ReleaseSavepoint() override { return inner_->ReleaseSavepoint(); }
+  void RollbackToSavepoint() override { inner_->RollbackToSavepoint(); }
+  Result<int64_t> QueueId(const std::string& name) override { return inner_->QueueId(name); }
+  Result<std::vector<std::pair<int64_t, std::string>>> Queues() override {
+    return inner_->Queues();
+  }
+  Result<bool> Insert(const TaskRow& row) override { return inner_->Insert(row); }
+  Status Overwrite(const TaskRow& row) override { return inner_->Overwrite(row); }
+  Status Delete(int64_t seq) override { return inner_->Delete(seq); }
+  Result<std::optional<TaskRow>> FindBySeq(int64_t seq) override { return inner_->FindBySeq(seq); }
+  Result<std::optional<TaskRow>> FindByName(const std::string& name) override {
+    return inner_->FindByName(name);
+  }
+  Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
+                                               Timestamp lease_until, uint64_t token,
+                                               Timestamp now) override {
+    return inner_->MarkRunningMany(seqs, lease_until, token, now);
+  }
+  Status Move(const Transition& t) override { return inner_->Move(t); }
+  Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
+                       Timestamp now) override {
+    return inner_->MarkSucceeded(seqs, purge_at, now);
+  }
+  Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
+    return inner_->SetDue(seq, due, now);
+  }
+  Status SetPayload(int64_t seq, const std::string& payload) override {
+    return inner_->SetPayload(seq, payload);
+  }
+  Status SaveNextToken(uint64_t next_token) override { return inner_->SaveNextToken(next_token); }
+  Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t to_bucket,
+                                              int limit) override {
+    return inner_->LoadScheduled(from_bucket, to_bucket, limit);
+  }
+  Result<std::optional<int64_t>> NextScheduledBucket(int64_t from_bucket) override {
+    return inner_->NextScheduledBucket(from_bucket);
+  }
+  Result<std::vector<TaskRow>> LoadRunning() override { return inner_->LoadRunning(); }
+  Result<int> PurgeFinished(Timestamp before, int limit) override {
+    return inner_->PurgeFinished(before, limit);
+  }
+  Result<std::optional<Timestamp>> NextPurgeDue() override { return inner_->NextPurgeDue(); }
+  Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) override { return inner_->ReadBySeq(seq); }
+  Result<std::optional<ReadRow>> ReadByName(const std::string& name) override {
+    return inner_->ReadByName(name);
+  }
+  Result<std::vector<ReadRow>> List(const ListQuery& q) override { return inner_->List(q); }
+
+ private:
+  std::unique_ptr<Store> inner_;
+  std::atomic<int> fail_commits_{0};
+  std::atomic<int> failed_{0};
+};
+
+}  // namespace chronoq::test
