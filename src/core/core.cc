@@ -318,8 +318,14 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
   std::vector<int64_t> seqs;
   seqs.reserve(keys.size());
   for (const Window::Key& k : keys) seqs.push_back(k.seq);
-  CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> rows,
-                           store_.MarkRunningMany(seqs, until, token, now));
+  Result<std::vector<TaskRow>> claimed = store_.MarkRunningMany(seqs, until, token, now);
+  if (!claimed.ok()) {
+    // The rows are still scheduled (the statement failed); so are the tasks
+    // in memory, or nobody would claim them until the next restart.
+    for (const Window::Key& k : keys) window_.Add(qid, k);
+    return claimed.status();
+  }
+  std::vector<TaskRow>& rows = *claimed;
   // The rows come back in seq order; leases go out in due order. The window
   // only holds scheduled rows, so a row missing here would be a bug; skipping
   // it is safe (the store is the truth).

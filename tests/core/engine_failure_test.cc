@@ -74,6 +74,17 @@ TEST_F(EngineFailureTest, AFailedClaimLeavesTheTaskScheduled) {
   EXPECT_TRUE(engine_->Ack("a", leases->front().token).ok());
 }
 
+TEST_F(EngineFailureTest, AFailedClaimStatementLeavesTheTaskClaimable) {
+  ASSERT_TRUE(engine_->Enqueue(Spec("a")).ok());
+  store_->FailNextClaims(1);
+  EXPECT_EQ(engine_->Claim("q", 10, 30s).status().code(), StatusCode::kUnavailable);
+  // The cycle committed; the task must still be in memory, not only on disk.
+  auto leases = engine_->Claim("q", 10, 30s);
+  ASSERT_TRUE(leases.ok());
+  ASSERT_EQ(leases->size(), 1u);
+  EXPECT_EQ(leases->front().id, "a");
+}
+
 TEST_F(EngineFailureTest, AFailedAckKeepsTheLease) {
   ASSERT_TRUE(engine_->Enqueue(Spec("a")).ok());
   auto leases = engine_->Claim("q", 1, 30s);

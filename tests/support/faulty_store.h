@@ -1,8 +1,7 @@
 // FaultyStore: a Store that passes everything to a real one, except the
-// commits it is told to fail. A failed commit rolls the real transaction back,
-// as a failed fsync or a full disk would, so tests can check that the engine
-// answers every request of that commit with the error, forgets what memory
-// learnt from it, and carries on.
+// commits (or claim statements) it is told to fail. A failed commit rolls the real transaction
+// back, as a failed fsync or a full disk would, so tests can check that the engine answers every
+// request of that commit with the error, forgets what memory learnt from it, and carries on.
 #pragma once
 
 #include <atomic>
@@ -20,6 +19,9 @@ class FaultyStore final : public Store {
 
   // The next `n` commits fail with Unavailable.
   void FailNextCommits(int n) { fail_commits_ = n; }
+  // The next `n` claim statements fail with Unavailable (the transaction
+  // itself goes on and commits).
+  void FailNextClaims(int n) { fail_claims_ = n; }
   int failed_commits() const { return failed_; }
 
   Status Commit() override {
@@ -52,6 +54,10 @@ class FaultyStore final : public Store {
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                Timestamp lease_until, uint64_t token,
                                                Timestamp now) override {
+    if (fail_claims_.load() > 0) {
+      --fail_claims_;
+      return Status::Unavailable("injected claim failure");
+    }
     return inner_->MarkRunningMany(seqs, lease_until, token, now);
   }
   Status Move(const Transition& t) override { return inner_->Move(t); }
@@ -87,6 +93,7 @@ class FaultyStore final : public Store {
  private:
   std::unique_ptr<Store> inner_;
   std::atomic<int> fail_commits_{0};
+  std::atomic<int> fail_claims_{0};
   std::atomic<int> failed_{0};
 };
 
