@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/futex.h"
 #include "store/sqlite/sqlite_store.h"
 #include <pthread.h>
 
@@ -68,7 +69,7 @@ class CallOp final : public Op {
     for (;;) {
       const uint32_t seen = cycles_.load(std::memory_order_acquire);
       if (done_.load(std::memory_order_acquire)) break;
-      cycles_.wait(seen, std::memory_order_acquire);
+      FutexWait(cycles_, seen);
     }
     return std::move(*result_);
   }
@@ -219,7 +220,7 @@ void EngineImpl::Submit(Op* op) {
 
 void EngineImpl::WakeCallers() {
   cycles_.fetch_add(1, std::memory_order_release);
-  cycles_.notify_all();
+  FutexWakeAll(cycles_);
 }
 
 void EngineImpl::Loop() {
