@@ -98,7 +98,7 @@ void WorkerPool::Work() {
 
     {
       std::lock_guard lock(mu_);
-      for (const Lease& l : leases) in_flight_.erase(l.id);
+      for (const Lease& l : leases) in_flight_.erase({l.id, l.token});
     }
     std::vector<AckRequest> acks;
     for (size_t i = 0; i < leases.size(); ++i) {

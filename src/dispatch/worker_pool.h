@@ -13,10 +13,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
-#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "chronoq/engine.h"
@@ -61,9 +62,10 @@ class WorkerPool {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  // id -> token of every task a worker is running (one Claim call's tasks
-  // share a token, so the id is the key); guarded by mu_.
-  std::map<std::string, uint64_t> in_flight_;
+  // (id, token) of every lease a worker is running. Both parts are needed: one
+  // Claim call's tasks share a token, and after a lapse two workers may each
+  // hold a lease on the same task. Guarded by mu_.
+  std::set<std::pair<std::string, uint64_t>> in_flight_;
   Timestamp next_extend_ = kForever;  // guarded by mu_
   std::vector<std::thread> workers_;
   std::thread keeper_;

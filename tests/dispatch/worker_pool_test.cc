@@ -147,6 +147,42 @@ TEST_F(WorkerPoolTest, LeaseIsExtendedWhileTheHandlerRuns) {
   EXPECT_EQ(book.size(), 1u);  // never run twice
 }
 
+TEST_F(WorkerPoolTest, ARedeliveredTaskKeepsItsNewLeaseWhileTheOldRunStillRuns) {
+  Notebook book;
+  Gate gate;
+  ASSERT_TRUE(engine_
+                  ->RegisterHandler("q", {.concurrency = 2, .lease = 3s},
+                                    [&](const Lease& l) {
+                                      book.Record(l);
+                                      gate.Pass();
+                                      return Status();
+                                    })
+                  .ok());
+  const Task t = Add();
+  book.WaitFor(1);
+  // Time jumps past the lease before the keeper can extend it: the task is
+  // redelivered to the pool's other worker while the first run still runs.
+  clock_.Advance(10s);
+  auto runs = book.WaitFor(2);
+  EXPECT_EQ(runs[1].attempt, 2);
+  // The second run's lease must now be kept alive as well.
+  for (int i = 0; i < 6; ++i) {
+    clock_.Advance(1s);
+    for (int spin = 0; spin < 100000; ++spin) {
+      auto task = engine_->Get(t.id);
+      if (task->lease_until && *task->lease_until >= clock_.Now() + 2s) break;
+      std::this_thread::yield();
+    }
+  }
+  engine_->Sync();
+  auto running = engine_->Get(t.id);
+  EXPECT_EQ(running->state, TaskState::kRunning);
+  EXPECT_EQ(running->attempt, 2);
+  gate.Open();
+  AwaitState(t.id, TaskState::kSucceeded);
+  EXPECT_EQ(book.size(), 2u);
+}
+
 TEST_F(WorkerPoolTest, EveryLeaseOfABatchIsExtendedWhileTheHandlerRuns) {
   std::vector<TaskSpec> specs(5, TaskSpec{.queue = "rows"});
   auto tasks = engine_->EnqueueBatch(specs);
