@@ -68,6 +68,24 @@ class WorkerPoolTest : public EngineFixture {
     }
     EXPECT_EQ(StateOf(id), state) << id;
   }
+
+  // Moves the clock `steps` seconds, one at a time, and after each step waits
+  // until the pool's lease keeper has extended every task of `ids` at least 2 s
+  // past now, so the next step cannot outrun the keeper.
+  void AdvanceWhileKeeperExtends(const std::vector<std::string>& ids, int steps) {
+    for (int i = 0; i < steps; ++i) {
+      clock_.Advance(std::chrono::seconds(1));
+      for (int spin = 0; spin < 100000; ++spin) {
+        bool extended = true;
+        for (const std::string& id : ids) {
+          auto task = engine_->Get(id);
+          extended = extended && task->lease_until && *task->lease_until >= clock_.Now() + 2s;
+        }
+        if (extended) break;
+        std::this_thread::yield();
+      }
+    }
+  }
 };
 
 TEST_F(WorkerPoolTest, HandlerRunsTasksWhenDueAndAcks) {
@@ -129,15 +147,7 @@ TEST_F(WorkerPoolTest, LeaseIsExtendedWhileTheHandlerRuns) {
   const Task t = Add();
   book.WaitFor(1);
   // 30 s of handler time on a 3 s lease: the keeper extends every second.
-  for (int i = 0; i < 30; ++i) {
-    clock_.Advance(1s);
-    // Wait for the keeper's extension to land before moving on.
-    for (int spin = 0; spin < 100000; ++spin) {
-      auto task = engine_->Get(t.id);
-      if (task->lease_until && *task->lease_until >= clock_.Now() + 2s) break;
-      std::this_thread::yield();
-    }
-  }
+  AdvanceWhileKeeperExtends({t.id}, 30);
   engine_->Sync();
   auto running = engine_->Get(t.id);
   EXPECT_EQ(running->state, TaskState::kRunning);
@@ -166,14 +176,7 @@ TEST_F(WorkerPoolTest, ARedeliveredTaskKeepsItsNewLeaseWhileTheOldRunStillRuns) 
   auto runs = book.WaitFor(2);
   EXPECT_EQ(runs[1].attempt, 2);
   // The second run's lease must now be kept alive as well.
-  for (int i = 0; i < 6; ++i) {
-    clock_.Advance(1s);
-    for (int spin = 0; spin < 100000; ++spin) {
-      auto task = engine_->Get(t.id);
-      if (task->lease_until && *task->lease_until >= clock_.Now() + 2s) break;
-      std::this_thread::yield();
-    }
-  }
+  AdvanceWhileKeeperExtends({t.id}, 6);
   engine_->Sync();
   auto running = engine_->Get(t.id);
   EXPECT_EQ(running->state, TaskState::kRunning);
@@ -199,18 +202,9 @@ TEST_F(WorkerPoolTest, EveryLeaseOfABatchIsExtendedWhileTheHandlerRuns) {
                   .ok());
   book.WaitFor(5);
   // The five tasks share one claim (and token); each needs its own extension.
-  for (int i = 0; i < 10; ++i) {
-    clock_.Advance(1s);
-    for (int spin = 0; spin < 100000; ++spin) {
-      bool all = true;
-      for (const Task& t : *tasks) {
-        auto task = engine_->Get(t.id);
-        all = all && task->lease_until && *task->lease_until >= clock_.Now() + 2s;
-      }
-      if (all) break;
-      std::this_thread::yield();
-    }
-  }
+  std::vector<std::string> ids;
+  for (const Task& t : *tasks) ids.push_back(t.id);
+  AdvanceWhileKeeperExtends(ids, 10);
   engine_->Sync();
   for (const Task& t : *tasks) {
     auto running = engine_->Get(t.id);
