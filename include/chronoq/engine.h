@@ -154,6 +154,9 @@ class Engine {
 
   // --- in-process workers ---------------------------------------------------
   // Starts a worker pool for `queue`. One pool per queue; AlreadyExists otherwise.
+  // Handlers run on the pool's threads until the engine is destroyed, which
+  // waits for every running handler; whatever a handler captures must outlive
+  // the engine.
   virtual Status RegisterHandler(std::string_view queue, HandlerOptions options,
                                  Handler handler) = 0;
   virtual Status RegisterBatchHandler(std::string_view queue, HandlerOptions options,

@@ -60,13 +60,33 @@ class Gate {
 
 class WorkerPoolTest : public EngineFixture {
  protected:
-  // Waits until the task reached `state` (the pool acks asynchronously).
-  void AwaitState(const std::string& id, TaskState state) {
-    for (int i = 0; i < 100000 && StateOf(id) != state; ++i) {
-      engine_->Sync();
+  // Handlers capture book_ and gate_, so both must outlive the engine's
+  // worker threads: the engine closes here, after the gate opens, while the
+  // members still exist (a handler of a redelivered task may still be waking
+  // from the gate when the test body ends).
+  void TearDown() override {
+    gate_.Open();
+    engine_.reset();
+  }
+
+  // Repeats `done` until it holds; the real-time bound only turns a hang
+  // into a failure, it never decides a pass.
+  template <typename Pred>
+  static bool Eventually(Pred done) {
+    const auto give_up = std::chrono::steady_clock::now() + 60s;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
       std::this_thread::yield();
     }
-    EXPECT_EQ(StateOf(id), state) << id;
+    return true;
+  }
+
+  // Waits until the task reached `state` (the pool acks asynchronously).
+  void AwaitState(const std::string& id, TaskState state) {
+    EXPECT_TRUE(Eventually([&] {
+      engine_->Sync();
+      return StateOf(id) == state;
+    })) << id << " never reached " << TaskStateName(state);
   }
 
   // Moves the clock `steps` seconds, one at a time, and after each step waits
@@ -75,44 +95,43 @@ class WorkerPoolTest : public EngineFixture {
   void AdvanceWhileKeeperExtends(const std::vector<std::string>& ids, int steps) {
     for (int i = 0; i < steps; ++i) {
       clock_.Advance(std::chrono::seconds(1));
-      for (int spin = 0; spin < 100000; ++spin) {
-        bool extended = true;
+      ASSERT_TRUE(Eventually([&] {
         for (const std::string& id : ids) {
           auto task = engine_->Get(id);
-          extended = extended && task->lease_until && *task->lease_until >= clock_.Now() + 2s;
+          if (!task->lease_until || *task->lease_until < clock_.Now() + 2s) return false;
         }
-        if (extended) break;
-        std::this_thread::yield();
-      }
+        return true;
+      })) << "the lease keeper fell behind at step " << i;
     }
   }
+
+  Notebook book_;
+  Gate gate_;
 };
 
 TEST_F(WorkerPoolTest, HandlerRunsTasksWhenDueAndAcks) {
-  Notebook book;
   ASSERT_TRUE(engine_
                   ->RegisterHandler("q", {},
                                     [&](const Lease& l) {
-                                      book.Record(l);
+                                      book_.Record(l);
                                       return Status();
                                     })
                   .ok());
   const Task t = Add(5s);
   engine_->Sync();
-  EXPECT_EQ(book.size(), 0u);
+  EXPECT_EQ(book_.size(), 0u);
   clock_.Advance(5s);
-  auto seen = book.WaitFor(1);
+  auto seen = book_.WaitFor(1);
   EXPECT_EQ(seen[0].id, t.id);
   EXPECT_EQ(seen[0].attempt, 1);
   AwaitState(t.id, TaskState::kSucceeded);
 }
 
 TEST_F(WorkerPoolTest, ErrorsAndExceptionsRetryWithTheirMessage) {
-  Notebook book;
   ASSERT_TRUE(engine_
                   ->RegisterHandler("q", {},
                                     [&](const Lease& l) -> Status {
-                                      book.Record(l);
+                                      book_.Record(l);
                                       if (l.attempt == 1)
                                         return Status(StatusCode::kUnavailable, "s3 said 503");
                                       if (l.attempt == 2) throw std::runtime_error("boom");
@@ -120,60 +139,56 @@ TEST_F(WorkerPoolTest, ErrorsAndExceptionsRetryWithTheirMessage) {
                                     })
                   .ok());
   const Task t = Add();
-  book.WaitFor(1);
+  book_.WaitFor(1);
   AwaitState(t.id, TaskState::kScheduled);
   EXPECT_EQ(engine_->Get(t.id)->last_error, "s3 said 503");
   clock_.Advance(1s);  // the first backoff is at most 1 s
-  book.WaitFor(2);
+  book_.WaitFor(2);
   AwaitState(t.id, TaskState::kScheduled);
   EXPECT_EQ(engine_->Get(t.id)->last_error, "exception: boom");
   clock_.Advance(2s);
-  book.WaitFor(3);
+  book_.WaitFor(3);
   AwaitState(t.id, TaskState::kSucceeded);
   EXPECT_EQ(engine_->Get(t.id)->attempt, 3);
 }
 
 TEST_F(WorkerPoolTest, LeaseIsExtendedWhileTheHandlerRuns) {
-  Notebook book;
-  Gate gate;
   ASSERT_TRUE(engine_
                   ->RegisterHandler("q", {.lease = 3s},
                                     [&](const Lease& l) {
-                                      book.Record(l);
-                                      gate.Pass();
+                                      book_.Record(l);
+                                      gate_.Pass();
                                       return Status();
                                     })
                   .ok());
   const Task t = Add();
-  book.WaitFor(1);
+  book_.WaitFor(1);
   // 30 s of handler time on a 3 s lease: the keeper extends every second.
   AdvanceWhileKeeperExtends({t.id}, 30);
   engine_->Sync();
   auto running = engine_->Get(t.id);
   EXPECT_EQ(running->state, TaskState::kRunning);
   EXPECT_EQ(running->attempt, 1);
-  gate.Open();
+  gate_.Open();
   AwaitState(t.id, TaskState::kSucceeded);
-  EXPECT_EQ(book.size(), 1u);  // never run twice
+  EXPECT_EQ(book_.size(), 1u);  // never run twice
 }
 
 TEST_F(WorkerPoolTest, ARedeliveredTaskKeepsItsNewLeaseWhileTheOldRunStillRuns) {
-  Notebook book;
-  Gate gate;
   ASSERT_TRUE(engine_
                   ->RegisterHandler("q", {.concurrency = 2, .lease = 3s},
                                     [&](const Lease& l) {
-                                      book.Record(l);
-                                      gate.Pass();
+                                      book_.Record(l);
+                                      gate_.Pass();
                                       return Status();
                                     })
                   .ok());
   const Task t = Add();
-  book.WaitFor(1);
+  book_.WaitFor(1);
   // Time jumps past the lease before the keeper can extend it: the task is
   // redelivered to the pool's other worker while the first run still runs.
   clock_.Advance(10s);
-  auto runs = book.WaitFor(2);
+  auto runs = book_.WaitFor(2);
   EXPECT_EQ(runs[1].attempt, 2);
   // The second run's lease must now be kept alive as well.
   AdvanceWhileKeeperExtends({t.id}, 6);
@@ -181,26 +196,24 @@ TEST_F(WorkerPoolTest, ARedeliveredTaskKeepsItsNewLeaseWhileTheOldRunStillRuns) 
   auto running = engine_->Get(t.id);
   EXPECT_EQ(running->state, TaskState::kRunning);
   EXPECT_EQ(running->attempt, 2);
-  gate.Open();
+  gate_.Open();
   AwaitState(t.id, TaskState::kSucceeded);
-  EXPECT_EQ(book.size(), 2u);
+  EXPECT_EQ(book_.size(), 2u);
 }
 
 TEST_F(WorkerPoolTest, EveryLeaseOfABatchIsExtendedWhileTheHandlerRuns) {
   std::vector<TaskSpec> specs(5, TaskSpec{.queue = "rows"});
   auto tasks = engine_->EnqueueBatch(specs);
   ASSERT_TRUE(tasks.ok());
-  Notebook book;
-  Gate gate;
   ASSERT_TRUE(engine_
                   ->RegisterBatchHandler("rows", {.lease = 3s, .batch_size = 5},
                                          [&](std::span<const Lease> leases) {
-                                           for (const Lease& l : leases) book.Record(l);
-                                           gate.Pass();
+                                           for (const Lease& l : leases) book_.Record(l);
+                                           gate_.Pass();
                                            return std::vector<Status>(leases.size());
                                          })
                   .ok());
-  book.WaitFor(5);
+  book_.WaitFor(5);
   // The five tasks share one claim (and token); each needs its own extension.
   std::vector<std::string> ids;
   for (const Task& t : *tasks) ids.push_back(t.id);
@@ -211,9 +224,9 @@ TEST_F(WorkerPoolTest, EveryLeaseOfABatchIsExtendedWhileTheHandlerRuns) {
     EXPECT_EQ(running->state, TaskState::kRunning) << t.id;
     EXPECT_EQ(running->attempt, 1) << t.id;
   }
-  gate.Open();
+  gate_.Open();
   for (const Task& t : *tasks) AwaitState(t.id, TaskState::kSucceeded);
-  EXPECT_EQ(book.size(), 5u);  // never run twice
+  EXPECT_EQ(book_.size(), 5u);  // never run twice
 }
 
 TEST_F(WorkerPoolTest, BatchHandlerAcknowledgesOnlyWhatSucceeded) {
@@ -221,13 +234,12 @@ TEST_F(WorkerPoolTest, BatchHandlerAcknowledgesOnlyWhatSucceeded) {
   for (size_t i = 0; i < specs.size(); ++i) specs[i].payload = std::to_string(i);
   auto tasks = engine_->EnqueueBatch(specs);
   ASSERT_TRUE(tasks.ok());
-  Notebook book;
   ASSERT_TRUE(engine_
                   ->RegisterBatchHandler("rows", {.batch_size = 10},
                                          [&](std::span<const Lease> leases) {
                                            std::vector<Status> out;
                                            for (const Lease& l : leases) {
-                                             book.Record(l);
+                                             book_.Record(l);
                                              const bool even = std::stoi(l.payload) % 2 == 0;
                                              out.push_back(even ? Status()
                                                                 : Status(StatusCode::kUnavailable,
@@ -236,7 +248,7 @@ TEST_F(WorkerPoolTest, BatchHandlerAcknowledgesOnlyWhatSucceeded) {
                                            return out;
                                          })
                   .ok());
-  book.WaitFor(10);
+  book_.WaitFor(10);
   for (const Task& t : *tasks) {
     const bool even = std::stoi(t.payload) % 2 == 0;
     AwaitState(t.id, even ? TaskState::kSucceeded : TaskState::kScheduled);
