@@ -86,7 +86,8 @@ class WorkerPoolTest : public EngineFixture {
     EXPECT_TRUE(Eventually([&] {
       engine_->Sync();
       return StateOf(id) == state;
-    })) << id << " never reached " << TaskStateName(state);
+    })) << id
+        << " never reached " << TaskStateName(state);
   }
 
   // Moves the clock `steps` seconds, one at a time, and after each step waits
@@ -101,7 +102,8 @@ class WorkerPoolTest : public EngineFixture {
           if (!task->lease_until || *task->lease_until < clock_.Now() + 2s) return false;
         }
         return true;
-      })) << "the lease keeper fell behind at step " << i;
+      })) << "the lease keeper fell behind at step "
+          << i;
     }
   }
 
