@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libsqlite3-dev nlohmann-json3-dev libhowardhinnant-date-dev tzdata
-  libspdlog-dev libfmt-dev libcli11-dev
+  libspdlog-dev libfmt-dev libcli11-dev libboost-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.

@@ -162,6 +162,32 @@ class Engine {
   virtual Status RegisterBatchHandler(std::string_view queue, HandlerOptions options,
                                       BatchHandler handler) = 0;
 
+  // --- asynchronous forms (for event loops such as chronoqd's) ---------------
+  // Each does what its blocking namesake does but returns at once; `done`
+  // receives the result, validation errors included, once it is committed.
+  // `done` runs on the engine's loop thread (or at once on the caller's, for
+  // invalid input): keep it short, never block in it, and never call a
+  // blocking Engine method from it. Post the result to your own executor.
+  template <typename T>
+  using Done = std::function<void(Result<T>)>;
+  using DoneStatus = std::function<void(Status)>;
+  virtual void EnqueueAsync(TaskSpec spec, Done<Task> done) = 0;
+  virtual void EnqueueBatchAsync(std::vector<TaskSpec> specs, Done<std::vector<Task>> done) = 0;
+  virtual void CancelAsync(std::string id, Done<Task> done) = 0;
+  virtual void RescheduleAsync(std::string id, Timestamp run_at, std::optional<std::string> payload,
+                               Done<Task> done) = 0;
+  virtual void RetryAsync(std::string id, Done<Task> done) = 0;
+  virtual void ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
+                          Done<std::vector<Lease>> done) = 0;
+  virtual void AckManyAsync(std::vector<AckRequest> acks, Done<std::vector<Status>> done) = 0;
+  virtual void FailAsync(std::string id, uint64_t token, std::string error,
+                         std::optional<Duration> retry_after, DoneStatus done) = 0;
+  virtual void ExtendAsync(std::string id, uint64_t token, Duration lease,
+                           Done<Timestamp> done) = 0;
+  // Answers every waiting claim at once with no tasks (for a server that is
+  // shutting down); claims made afterwards wait as usual.
+  virtual void ReleaseWaitingClaims() = 0;
+
   // Returns once everything that was due or submitted before the call has been
   // processed and committed (due tasks handed to waiting claims, lapsed leases
   // redelivered, purges run). For tests on a fake clock and for orderly

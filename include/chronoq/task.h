@@ -83,6 +83,9 @@ struct Task {
   std::optional<Timestamp> lease_until;  // set while running
   Timestamp created_at;
   Timestamp updated_at;
+  // Set only by Enqueue: the id named an unfinished task that on_conflict
+  // kIgnore returned unchanged (nothing was written).
+  bool existed = false;
 };
 
 // A claimed task: the worker owns it until `lease_until`, and proves it by

@@ -214,6 +214,7 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
                   field};
         case OnConflict::kIgnore:
           out.push_back(ToTask(*existing));
+          out.back().existed = true;
           return {};
         case OnConflict::kReplace:
           if (existing->state == TaskState::kRunning) {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <optional>
@@ -40,6 +41,10 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue);
 // once the request has its result and the transaction committed, Finish()
 // reports the commit outcome. Run() returns false when the request must wait
 // (a parked claim); the Core then finishes it in a later cycle.
+// Work for the loop thread: runs inside a transaction and returns its answer.
+template <typename T>
+using CoreFn = std::function<Result<T>(Core&)>;
+
 class Op {
  public:
   virtual ~Op() = default;

@@ -44,25 +44,43 @@ class Completion {
   std::shared_ptr<State> state_;
 };
 
-// An Op that runs a function on the loop thread and lets the caller wait for
-// the committed result. Callers wait on the engine's cycle counter, which the
-// loop bumps once per commit and wakes with one futex call for everyone: a
-// wake-up per op, each a cross-CPU interrupt, was measured as the single
-// largest cost of one-task-per-call enqueues. Once `done_` is set the loop
-// never touches the op again, so the caller may destroy it at once.
+// An Op that runs a function on the loop thread and keeps its result, or the
+// commit's error when the transaction holding its writes failed.
 template <typename T>
-class CallOp final : public Op {
+class ResultOp : public Op {
  public:
-  CallOp(std::function<Result<T>(Core&)> fn, std::atomic<uint32_t>& cycles)
-      : fn_(std::move(fn)), cycles_(cycles) {}
-
+  explicit ResultOp(CoreFn<T> fn) : fn_(std::move(fn)) {}
   bool Run(Core& core) override {
     result_.emplace(fn_(core));
     return true;
   }
+
+ protected:
+  // The op's answer given the outcome of its commit.
+  Result<T> Settle(const Status& commit) {
+    if (!commit.ok() && (!result_ || result_->ok())) return commit;
+    if (!result_) return Status::Internal("operation was not run");
+    return std::move(*result_);
+  }
+
+ private:
+  CoreFn<T> fn_;
+  std::optional<Result<T>> result_;
+};
+
+// A ResultOp whose caller waits for it. Callers wait on the engine's cycle
+// counter, which the loop bumps once per commit and wakes with one futex call
+// for everyone: a wake-up per op, each a cross-CPU interrupt, was measured as
+// the single largest cost of one-task-per-call enqueues. Once `done_` is set
+// the loop never touches the op again, so the caller may destroy it at once.
+template <typename T>
+class CallOp final : public ResultOp<T> {
+ public:
+  CallOp(CoreFn<T> fn, std::atomic<uint32_t>& cycles)
+      : ResultOp<T>(std::move(fn)), cycles_(cycles) {}
+
   void Finish(const Status& commit) override {
-    if (!commit.ok() && (!result_ || result_->ok())) result_.emplace(commit);
-    if (!result_) result_.emplace(Status::Internal("operation was not run"));
+    answer_.emplace(this->Settle(commit));
     done_.store(true, std::memory_order_release);
   }
   Result<T> Wait() {
@@ -71,14 +89,30 @@ class CallOp final : public Op {
       if (done_.load(std::memory_order_acquire)) break;
       FutexWait(cycles_, seen);
     }
-    return std::move(*result_);
+    return std::move(*answer_);
   }
 
  private:
-  std::function<Result<T>(Core&)> fn_;
   std::atomic<uint32_t>& cycles_;
   std::atomic<bool> done_{false};
-  std::optional<Result<T>> result_;
+  std::optional<Result<T>> answer_;
+};
+
+// A ResultOp that hands its answer to a callback and deletes itself.
+template <typename T>
+class AsyncCallOp final : public ResultOp<T> {
+ public:
+  AsyncCallOp(CoreFn<T> fn, Engine::Done<T> done)
+      : ResultOp<T>(std::move(fn)), done_(std::move(done)) {}
+  void Finish(const Status& commit) override {
+    Result<T> answer = this->Settle(commit);
+    Engine::Done<T> done = std::move(done_);
+    delete this;
+    done(std::move(answer));
+  }
+
+ private:
+  Engine::Done<T> done_;
 };
 
 // A claim whose caller blocks until it is answered.
@@ -97,6 +131,24 @@ class BlockingClaimOp final : public ClaimOp {
 
  private:
   Completion completion_;
+};
+
+// A claim answered through a callback; deletes itself.
+class AsyncClaimOp final : public ClaimOp {
+ public:
+  AsyncClaimOp(std::string queue_name, int max_tasks, Duration lease_for, Timestamp wait_until,
+               Engine::Done<std::vector<Lease>> done)
+      : ClaimOp(std::move(queue_name), max_tasks, lease_for, wait_until), done_(std::move(done)) {}
+  void Finish(const Status& commit) override {
+    if (!commit.ok()) result = commit;
+    Result<std::vector<Lease>> answer = std::move(result);
+    Engine::Done<std::vector<Lease>> done = std::move(done_);
+    delete this;
+    done(std::move(answer));
+  }
+
+ private:
+  Engine::Done<std::vector<Lease>> done_;
 };
 
 Status ValidateId(std::string_view id) {
@@ -277,11 +329,23 @@ void EngineImpl::RunCycle(std::vector<Op*>& batch) {
   for (Op* op : finished) op->Finish(s);
 }
 
-template <typename T, typename F>
-Result<T> EngineImpl::Call(F fn) {
-  CallOp<T> op(std::function<Result<T>(Core&)>(std::move(fn)), cycles_);
+template <typename T>
+Result<T> EngineImpl::Call(CoreFn<T> fn) {
+  CallOp<T> op(std::move(fn), cycles_);
   Submit(&op);
   return op.Wait();
+}
+
+template <typename T>
+void EngineImpl::CallAsync(Result<CoreFn<T>> fn, Done<T> done) {
+  if (!fn.ok()) return done(fn.status());
+  Submit(new AsyncCallOp<T>(std::move(*fn), std::move(done)));
+}
+
+template <typename T>
+Result<T> EngineImpl::CallPrepared(Result<CoreFn<T>> fn) {
+  CHRONOQ_RETURN_IF_ERROR(fn.status());
+  return Call<T>(std::move(*fn));
 }
 
 Status EngineImpl::CallStatus(std::function<Status(Core&)> fn) {
@@ -296,20 +360,13 @@ void EngineImpl::Sync() {
   CallStatus([](Core&) { return Status(); }).IgnoreError();
 }
 
+// Each operation validates its input on the caller's thread and returns the
+// work for the loop thread; the blocking and the asynchronous forms share it.
+
 // --- producing ----------------------------------------------------------------
 
-Result<Task> EngineImpl::Enqueue(const TaskSpec& spec) {
-  CHRONOQ_ASSIGN_OR_RETURN(ValidTask valid,
-                           ValidateTaskSpec(spec, clock_.Now(), options_.default_max_attempts));
-  CHRONOQ_ASSIGN_OR_RETURN(std::vector<Task> tasks, Call<std::vector<Task>>([&valid](Core& core) {
-                             std::vector<ValidTask> one;
-                             one.push_back(std::move(valid));
-                             return core.Enqueue(std::move(one));
-                           }));
-  return std::move(tasks.front());
-}
-
-Result<std::vector<Task>> EngineImpl::EnqueueBatch(const std::vector<TaskSpec>& specs) {
+Result<CoreFn<std::vector<Task>>> EngineImpl::PrepareEnqueue(std::span<const TaskSpec> specs,
+                                                             bool batch) {
   if (specs.empty()) return Status::InvalidArgument("tasks", "must not be empty");
   const Timestamp now = clock_.Now();
   std::vector<ValidTask> valid;
@@ -317,31 +374,77 @@ Result<std::vector<Task>> EngineImpl::EnqueueBatch(const std::vector<TaskSpec>& 
   for (size_t i = 0; i < specs.size(); ++i) {
     CHRONOQ_ASSIGN_OR_RETURN(ValidTask t,
                              ValidateTaskSpec(specs[i], now, options_.default_max_attempts,
-                                              "tasks[" + std::to_string(i) + "]."));
+                                              batch ? "tasks[" + std::to_string(i) + "]." : ""));
     valid.push_back(std::move(t));
   }
-  return Call<std::vector<Task>>([&valid](Core& core) { return core.Enqueue(std::move(valid)); });
+  return CoreFn<std::vector<Task>>(
+      [valid = std::move(valid)](Core& core) mutable { return core.Enqueue(std::move(valid)); });
+}
+
+Result<Task> EngineImpl::Enqueue(const TaskSpec& spec) {
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<Task> tasks,
+                           CallPrepared(PrepareEnqueue(std::span(&spec, 1), false)));
+  return std::move(tasks.front());
+}
+
+Result<std::vector<Task>> EngineImpl::EnqueueBatch(const std::vector<TaskSpec>& specs) {
+  return CallPrepared(PrepareEnqueue(specs, true));
+}
+
+void EngineImpl::EnqueueAsync(TaskSpec spec, Done<Task> done) {
+  CallAsync(PrepareEnqueue(std::span(&spec, 1), false),
+            Done<std::vector<Task>>([done = std::move(done)](Result<std::vector<Task>> tasks) {
+              if (!tasks.ok()) return done(tasks.status());
+              done(std::move(tasks->front()));
+            }));
+}
+
+void EngineImpl::EnqueueBatchAsync(std::vector<TaskSpec> specs, Done<std::vector<Task>> done) {
+  CallAsync(PrepareEnqueue(specs, true), std::move(done));
 }
 
 // --- managing -----------------------------------------------------------------
 
-Result<Task> EngineImpl::Cancel(std::string_view id) {
+Result<CoreFn<Task>> EngineImpl::PrepareCancel(std::string_view id) {
   CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
-  return Call<Task>([id = std::string(id)](Core& core) { return core.Cancel(id); });
+  return CoreFn<Task>([id = std::string(id)](Core& core) { return core.Cancel(id); });
 }
 
-Result<Task> EngineImpl::Reschedule(std::string_view id, Timestamp run_at,
-                                    std::optional<std::string> payload) {
+Result<CoreFn<Task>> EngineImpl::PrepareReschedule(std::string_view id, Timestamp run_at,
+                                                   std::optional<std::string> payload) {
   CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
   CHRONOQ_RETURN_IF_ERROR(ValidateDue(run_at, clock_.Now()));
   if (payload) CHRONOQ_RETURN_IF_ERROR(ValidatePayload(*payload));
-  return Call<Task>(
-      [&, id = std::string(id)](Core& core) { return core.Reschedule(id, run_at, payload); });
+  return CoreFn<Task>([id = std::string(id), run_at, payload = std::move(payload)](Core& core) {
+    return core.Reschedule(id, run_at, payload);
+  });
 }
 
-Result<Task> EngineImpl::Retry(std::string_view id) {
+Result<CoreFn<Task>> EngineImpl::PrepareRetry(std::string_view id) {
   CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
-  return Call<Task>([id = std::string(id)](Core& core) { return core.Retry(id); });
+  return CoreFn<Task>([id = std::string(id)](Core& core) { return core.Retry(id); });
+}
+
+Result<Task> EngineImpl::Cancel(std::string_view id) { return CallPrepared(PrepareCancel(id)); }
+
+Result<Task> EngineImpl::Reschedule(std::string_view id, Timestamp run_at,
+                                    std::optional<std::string> payload) {
+  return CallPrepared(PrepareReschedule(id, run_at, std::move(payload)));
+}
+
+Result<Task> EngineImpl::Retry(std::string_view id) { return CallPrepared(PrepareRetry(id)); }
+
+void EngineImpl::CancelAsync(std::string id, Done<Task> done) {
+  CallAsync(PrepareCancel(id), std::move(done));
+}
+
+void EngineImpl::RescheduleAsync(std::string id, Timestamp run_at,
+                                 std::optional<std::string> payload, Done<Task> done) {
+  CallAsync(PrepareReschedule(id, run_at, std::move(payload)), std::move(done));
+}
+
+void EngineImpl::RetryAsync(std::string id, Done<Task> done) {
+  CallAsync(PrepareRetry(id), std::move(done));
 }
 
 Result<Task> EngineImpl::ReadTask(std::string_view id) {
@@ -381,9 +484,9 @@ Result<TaskPage> EngineImpl::List(const ListRequest& request) {
 
 // --- consuming ------------------------------------------------------------------
 
-Result<std::vector<Lease>> EngineImpl::ClaimWaiting(const std::string& queue, int max,
-                                                    Duration lease, Duration wait,
-                                                    const std::atomic<bool>* cancel) {
+// Checks a claim's arguments; returns the deadline of its wait.
+Result<Timestamp> EngineImpl::ValidateClaim(std::string_view queue, int max, Duration lease,
+                                            Duration wait) {
   CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   if (max < 1 || max > kMaxClaimBatch) {
     return Status::InvalidArgument("max", "must be between 1 and 10000");
@@ -392,7 +495,13 @@ Result<std::vector<Lease>> EngineImpl::ClaimWaiting(const std::string& queue, in
   if (wait < Duration::zero() || wait > kMaxClaimWait) {
     return Status::InvalidArgument("wait", "must be between 0 and 1 hour");
   }
-  const Timestamp deadline = wait > Duration::zero() ? clock_.Now() + wait : Timestamp::min();
+  return wait > Duration::zero() ? clock_.Now() + wait : Timestamp::min();
+}
+
+Result<std::vector<Lease>> EngineImpl::ClaimWaiting(const std::string& queue, int max,
+                                                    Duration lease, Duration wait,
+                                                    const std::atomic<bool>* cancel) {
+  CHRONOQ_ASSIGN_OR_RETURN(Timestamp deadline, ValidateClaim(queue, max, lease, wait));
   BlockingClaimOp op(queue, max, lease, deadline, cancel);
   Submit(&op);
   return op.Wait();
@@ -403,9 +512,19 @@ Result<std::vector<Lease>> EngineImpl::Claim(std::string_view queue, int max, Du
   return ClaimWaiting(std::string(queue), max, lease, wait, nullptr);
 }
 
-Status EngineImpl::Ack(std::string_view id, uint64_t token) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
-  return CallStatus([id = std::string(id), token](Core& core) { return core.Ack(id, token); });
+void EngineImpl::ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
+                            Done<std::vector<Lease>> done) {
+  Result<Timestamp> deadline = ValidateClaim(queue, max, lease, wait);
+  if (!deadline.ok()) return done(deadline.status());
+  Submit(new AsyncClaimOp(std::move(queue), max, lease, *deadline, std::move(done)));
+}
+
+void EngineImpl::ReleaseWaitingClaims() {
+  CallAsync<bool>(CoreFn<bool>([](Core& core) -> Result<bool> {
+                    core.ReleaseParked("");
+                    return true;
+                  }),
+                  [](Result<bool>) {});
 }
 
 // Checks the ids of an AckMany/ExtendMany request; errors name `field[i].id`.
@@ -421,20 +540,48 @@ static Status ValidateLeaseRequests(const std::vector<AckRequest>& requests,
   return {};
 }
 
-Result<std::vector<Status>> EngineImpl::AckMany(const std::vector<AckRequest>& acks) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseRequests(acks, "acks"));
-  return Call<std::vector<Status>>([&acks](Core& core) { return core.AckMany(acks); });
+Status EngineImpl::Ack(std::string_view id, uint64_t token) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  return CallStatus([id = std::string(id), token](Core& core) { return core.Ack(id, token); });
 }
 
-Status EngineImpl::Fail(std::string_view id, uint64_t token, std::string_view error,
-                        std::optional<Duration> retry_after) {
+Result<CoreFn<std::vector<Status>>> EngineImpl::PrepareAckMany(std::vector<AckRequest> acks) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseRequests(acks, "acks"));
+  return CoreFn<std::vector<Status>>(
+      [acks = std::move(acks)](Core& core) { return core.AckMany(acks); });
+}
+
+Result<std::vector<Status>> EngineImpl::AckMany(const std::vector<AckRequest>& acks) {
+  return CallPrepared(PrepareAckMany(acks));
+}
+
+void EngineImpl::AckManyAsync(std::vector<AckRequest> acks, Done<std::vector<Status>> done) {
+  CallAsync(PrepareAckMany(std::move(acks)), std::move(done));
+}
+
+Result<CoreFn<bool>> EngineImpl::PrepareFail(std::string_view id, uint64_t token,
+                                             std::string_view error,
+                                             std::optional<Duration> retry_after) {
   CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
   if (retry_after && (*retry_after < Duration::zero() || *retry_after > kMaxDelay)) {
     return Status::InvalidArgument("retry_after", "must be between 0 and 100 years");
   }
-  return CallStatus([&, id = std::string(id), error = std::string(error)](Core& core) {
-    return core.Fail(id, token, error, retry_after);
+  return CoreFn<bool>([id = std::string(id), token, error = std::string(error),
+                       retry_after](Core& core) -> Result<bool> {
+    CHRONOQ_RETURN_IF_ERROR(core.Fail(id, token, error, retry_after));
+    return true;
   });
+}
+
+Status EngineImpl::Fail(std::string_view id, uint64_t token, std::string_view error,
+                        std::optional<Duration> retry_after) {
+  return CallPrepared(PrepareFail(id, token, error, retry_after)).status();
+}
+
+void EngineImpl::FailAsync(std::string id, uint64_t token, std::string error,
+                           std::optional<Duration> retry_after, DoneStatus done) {
+  CallAsync(PrepareFail(id, token, error, retry_after),
+            Done<bool>([done = std::move(done)](Result<bool> r) { done(r.status()); }));
 }
 
 Result<std::vector<Status>> EngineImpl::ExtendMany(const std::vector<AckRequest>& leases,
@@ -449,11 +596,20 @@ Result<std::vector<Status>> EngineImpl::ExtendMany(const std::vector<AckRequest>
   });
 }
 
-Result<Timestamp> EngineImpl::Extend(std::string_view id, uint64_t token, Duration lease) {
+Result<CoreFn<Timestamp>> EngineImpl::PrepareExtend(std::string_view id, uint64_t token,
+                                                    Duration lease) {
   CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
   CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
-  return Call<Timestamp>(
-      [&, id = std::string(id)](Core& core) { return core.Extend(id, token, lease); });
+  return CoreFn<Timestamp>(
+      [id = std::string(id), token, lease](Core& core) { return core.Extend(id, token, lease); });
+}
+
+Result<Timestamp> EngineImpl::Extend(std::string_view id, uint64_t token, Duration lease) {
+  return CallPrepared(PrepareExtend(id, token, lease));
+}
+
+void EngineImpl::ExtendAsync(std::string id, uint64_t token, Duration lease, Done<Timestamp> done) {
+  CallAsync(PrepareExtend(id, token, lease), std::move(done));
 }
 
 // --- in-process workers --------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -56,11 +57,43 @@ class EngineImpl final : public Engine {
                               BatchHandler handler) override;
   void Sync() override;
 
+  void EnqueueAsync(TaskSpec spec, Done<Task> done) override;
+  void EnqueueBatchAsync(std::vector<TaskSpec> specs, Done<std::vector<Task>> done) override;
+  void CancelAsync(std::string id, Done<Task> done) override;
+  void RescheduleAsync(std::string id, Timestamp run_at, std::optional<std::string> payload,
+                       Done<Task> done) override;
+  void RetryAsync(std::string id, Done<Task> done) override;
+  void ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
+                  Done<std::vector<Lease>> done) override;
+  void AckManyAsync(std::vector<AckRequest> acks, Done<std::vector<Status>> done) override;
+  void FailAsync(std::string id, uint64_t token, std::string error,
+                 std::optional<Duration> retry_after, DoneStatus done) override;
+  void ExtendAsync(std::string id, uint64_t token, Duration lease, Done<Timestamp> done) override;
+  void ReleaseWaitingClaims() override;
+
  private:
   // Runs `fn` on the loop thread inside the next transaction; returns its
   // result once that transaction committed (or the commit error).
-  template <typename T, typename F>
-  Result<T> Call(F fn);
+  template <typename T>
+  Result<T> Call(CoreFn<T> fn);
+  // Call for a prepared operation: its validation error, or its result.
+  template <typename T>
+  Result<T> CallPrepared(Result<CoreFn<T>> fn);
+  // The asynchronous Call: `done` gets the validation error at once, or the
+  // committed result later on the loop thread.
+  template <typename T>
+  void CallAsync(Result<CoreFn<T>> fn, Done<T> done);
+  // Validate an operation's input and return its work for the loop thread.
+  Result<CoreFn<std::vector<Task>>> PrepareEnqueue(std::span<const TaskSpec> specs, bool batch);
+  Result<CoreFn<Task>> PrepareCancel(std::string_view id);
+  Result<CoreFn<Task>> PrepareReschedule(std::string_view id, Timestamp run_at,
+                                         std::optional<std::string> payload);
+  Result<CoreFn<Task>> PrepareRetry(std::string_view id);
+  Result<CoreFn<std::vector<Status>>> PrepareAckMany(std::vector<AckRequest> acks);
+  Result<CoreFn<bool>> PrepareFail(std::string_view id, uint64_t token, std::string_view error,
+                                   std::optional<Duration> retry_after);
+  Result<CoreFn<Timestamp>> PrepareExtend(std::string_view id, uint64_t token, Duration lease);
+  Result<Timestamp> ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait);
   Status CallStatus(std::function<Status(Core&)> fn);
   // Hands `op` to the loop; answers it with Unavailable when stopping.
   void Submit(Op* op);
