@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release run test asan tsan bench format format-check lint clean
+.PHONY: deps release run demo test asan tsan bench format format-check lint clean
 
 deps:
 	@scripts/install-deps.sh
@@ -13,9 +13,13 @@ release: deps
 	cmake -S . -B build/release $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Release
 	cmake --build build/release -j $(JOBS)
 
-# Until the server exists, `make run` runs the embedded demo on ./data.
+# chronoqd on the embedded SQLite default: data in ./data, 127.0.0.1:7070.
 run: release
-	./build/release/examples/chronoq-demo --data ./data
+	./build/release/src/server/chronoqd --data ./data --listen 127.0.0.1:7070
+
+# The embedded engine's demo (no server), on ./data/demo.
+demo: release
+	./build/release/examples/chronoq-demo --data ./data/demo
 
 # The CI configuration: Debug, ASan+UBSan, warnings as errors, every test.
 asan: deps

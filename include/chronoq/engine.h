@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "chronoq/clock.h"
+#include "chronoq/queue.h"
 #include "chronoq/result.h"
 #include "chronoq/status.h"
 #include "chronoq/task.h"
@@ -57,7 +58,8 @@ struct EngineOptions {
 
   int default_max_attempts = 25;
   Backoff default_backoff;
-  // How long succeeded and cancelled tasks stay visible before being purged.
+  // How long succeeded and cancelled tasks stay visible before being purged
+  // (QueueSettings::retention overrides it per queue).
   Duration retention = std::chrono::hours(24);
 
   // Memory holds only tasks due within `lookahead` from now, and at most
@@ -133,8 +135,10 @@ class Engine {
   virtual Result<TaskPage> List(const ListRequest& request) = 0;
 
   // --- consuming (remote or custom workers) ---------------------------------
-  // Claims up to `max` due tasks of `queue` under a lease of `lease`. When none
-  // is due, waits until one is or until `wait` has passed (then returns none).
+  // Claims up to `max` due tasks of `queue` under a lease of `lease`, and no
+  // more than the queue's concurrency leaves room for (none while it is
+  // paused). When none can be had, waits until one can or until `wait` has
+  // passed (then returns none).
   virtual Result<std::vector<Lease>> Claim(std::string_view queue, int max, Duration lease,
                                            Duration wait = Duration::zero()) = 0;
   // Completes a claimed task. FailedPrecondition (field "token") when the token
@@ -151,6 +155,27 @@ class Engine {
   // Extends many leases to now + `lease` in one commit; one Status per request.
   virtual Result<std::vector<Status>> ExtendMany(const std::vector<AckRequest>& leases,
                                                  Duration lease) = 0;
+
+  // --- queues ----------------------------------------------------------------
+  // These run on the engine loop like every other call: each waits for one
+  // cycle (one commit), so the counts they return are exact.
+  // Every queue that has ever had a task, a claim or settings, by name.
+  virtual Result<std::vector<QueueInfo>> ListQueues() = 0;
+  // NotFound if the queue is unknown.
+  virtual Result<QueueInfo> GetQueue(std::string_view queue) = 0;
+  // Merges `settings` into the queue's (unset fields unchanged), creating the
+  // queue if new; returns the result. InvalidArgument names the field
+  // ("concurrency", "max_attempts", "backoff.base", "backoff.cap",
+  // "retention"). A higher concurrency serves waiting claims at once.
+  virtual Result<QueueInfo> ConfigureQueue(std::string_view queue,
+                                           const QueueSettings& settings) = 0;
+  // A paused queue hands out no tasks (claims wait or return empty as if
+  // nothing were due) while its tasks still become due; resuming serves
+  // waiting claims at once. Durable. Creates the queue if new.
+  virtual Result<QueueInfo> PauseQueue(std::string_view queue, bool paused) = 0;
+  // Counters and histograms since the engine started. Cheap, never waits for
+  // the engine loop; callable from any thread.
+  virtual EngineStats Stats() = 0;
 
   // --- in-process workers ---------------------------------------------------
   // Starts a worker pool for `queue`. One pool per queue; AlreadyExists otherwise.

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "chronoq/clock.h"
@@ -44,6 +45,8 @@ Result<OnConflict> ParseOnConflict(std::string_view text, std::string_view field
 struct Backoff {
   Duration base = std::chrono::seconds(1);
   Duration cap = std::chrono::hours(1);
+
+  friend bool operator==(const Backoff&, const Backoff&) = default;
 };
 
 // Limits on client input.
@@ -52,6 +55,27 @@ inline constexpr size_t kMaxQueueNameBytes = 100;
 inline constexpr size_t kMaxPayloadBytes = 256 * 1024;
 inline constexpr int kMaxAttemptsLimit = 1000;
 inline constexpr Duration kMaxDelay = std::chrono::hours(24 * 365 * 100);  // 100 years
+
+// Limits on webhook targets.
+inline constexpr size_t kMaxTargetUrlBytes = 2048;
+inline constexpr size_t kMaxTargetHeaders = 32;
+inline constexpr size_t kMaxTargetHeaderValueBytes = 8192;
+inline constexpr Duration kMinTargetTimeout = std::chrono::milliseconds(1);
+inline constexpr Duration kMaxTargetTimeout = std::chrono::minutes(5);
+inline constexpr Duration kDefaultTargetTimeout = std::chrono::seconds(10);
+
+// An HTTP request to make when the task runs. The engine only stores it and
+// hands it out with each claim; chronoqd delivers it.
+struct WebhookTarget {
+  std::string url;              // http:// or https://, at most 2048 bytes
+  std::string method = "POST";  // POST, PUT, PATCH, GET or DELETE
+  // At most 32; names are HTTP tokens, values at most 8 KiB of UTF-8; no
+  // control characters (so no CR/LF) anywhere except tabs in values.
+  std::vector<std::pair<std::string, std::string>> headers;
+  Duration timeout = kDefaultTargetTimeout;  // 1 ms - 5 min
+
+  friend bool operator==(const WebhookTarget&, const WebhookTarget&) = default;
+};
 
 // What to enqueue.
 struct TaskSpec {
@@ -64,9 +88,10 @@ struct TaskSpec {
   // starting with '_' (reserved for generated ids). Empty: generate one.
   std::string id;
   OnConflict on_conflict = OnConflict::kReject;
-  int max_attempts = 0;            // 1-1000; 0 takes the engine default (25)
+  int max_attempts = 0;            // 1-1000; 0 takes the queue's default, else the engine's (25)
   int priority = 0;                // lower runs first among tasks due at the same instant
-  std::optional<Backoff> backoff;  // unset: the engine default
+  std::optional<Backoff> backoff;  // unset: the queue's default, else the engine's
+  std::optional<WebhookTarget> target;  // stored with the task, handed out with each claim
 };
 
 // A task as stored.
@@ -83,6 +108,7 @@ struct Task {
   std::optional<Timestamp> lease_until;  // set while running
   Timestamp created_at;
   Timestamp updated_at;
+  std::optional<WebhookTarget> target;
   // Set only by Enqueue: the id named an unfinished task that on_conflict
   // kIgnore returned unchanged (nothing was written).
   bool existed = false;
@@ -100,6 +126,7 @@ struct Lease {
   int max_attempts = 0;
   uint64_t token = 0;
   Timestamp lease_until;
+  std::optional<WebhookTarget> target;
 };
 
 // A page of tasks. `next_cursor` is empty on the last page.

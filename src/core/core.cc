@@ -1,6 +1,7 @@
 #include "core/core.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/backoff.h"
 
@@ -52,6 +53,7 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   if (row.state == TaskState::kRunning) t.lease_until = due;
   t.created_at = SeqCreatedAt(row.seq);
   t.updated_at = row.updated.value_or(t.created_at);
+  if (row.target) t.target = DecodeTarget(*row.target);
   return t;
 }
 
@@ -74,10 +76,15 @@ Status Core::Recover() {
   CHRONOQ_ASSIGN_OR_RETURN(StoreMeta meta, store_.LoadMeta());
   seqs_ = SeqGenerator(meta.max_seq);
   next_token_ = saved_token_ = meta.next_token;
-  CHRONOQ_ASSIGN_OR_RETURN(auto queues, store_.Queues());
-  for (auto& [qid, name] : queues) {
-    qids_[name] = qid;
-    queue_names_[qid] = name;
+  CHRONOQ_ASSIGN_OR_RETURN(std::vector<QueueRow> queues, store_.Queues());
+  for (QueueRow& row : queues) {
+    qids_[row.name] = row.qid;
+    QueueState& q = queues_[row.qid];
+    q.qid = row.qid;
+    q.name = std::move(row.name);
+    q.settings = row.settings;
+    q.paused = row.paused;
+    q.counts = row.counts;
   }
   // Running rows: their leases continue; lapsed ones are redelivered by the
   // first TimedWork.
@@ -94,7 +101,9 @@ Status Core::Reload() {
   window_.Clear();
   leases_.Clear();
   qids_.clear();
-  queue_names_.clear();
+  queues_.clear();
+  dirty_queues_.clear();
+  cycle_stats_ = CycleStats();
   beyond_.reset();
   window_full_ = false;
   return Recover();
@@ -102,20 +111,78 @@ Status Core::Reload() {
 
 // --- helpers ---------------------------------------------------------------
 
-Result<int64_t> Core::QueueIdOf(const std::string& name) {
+Result<Core::QueueState*> Core::QueueOf(const std::string& name) {
   auto it = qids_.find(name);
-  if (it != qids_.end()) return it->second;
+  if (it != qids_.end()) return &queues_.at(it->second);
+  // Recover() loaded every stored queue, so this one is new.
   CHRONOQ_ASSIGN_OR_RETURN(int64_t qid, store_.QueueId(name));
   // Cached before the commit; if the commit fails, Reload() drops the cache.
   qids_[name] = qid;
-  queue_names_[qid] = name;
-  return qid;
+  QueueState& q = queues_[qid];
+  q.qid = qid;
+  q.name = name;
+  return &q;
+}
+
+Core::QueueState* Core::QueueById(int64_t qid) {
+  auto it = queues_.find(qid);
+  return it == queues_.end() ? nullptr : &it->second;
 }
 
 const std::string& Core::QueueName(int64_t qid) const {
   static const std::string kUnknown = "?";
-  auto it = queue_names_.find(qid);
-  return it == queue_names_.end() ? kUnknown : it->second;
+  auto it = queues_.find(qid);
+  return it == queues_.end() ? kUnknown : it->second.name;
+}
+
+void Core::Count(QueueState& q, std::optional<TaskState> from, std::optional<TaskState> to,
+                 int64_t n) {
+  if (from) q.counts[static_cast<size_t>(*from)] -= n;
+  if (to) q.counts[static_cast<size_t>(*to)] += n;
+  if (!q.dirty) {
+    q.dirty = true;
+    dirty_queues_.push_back(q.qid);
+  }
+}
+
+void Core::Count(int64_t qid, std::optional<TaskState> from, std::optional<TaskState> to,
+                 int64_t n) {
+  // Every row's queue is loaded or created before the row is touched.
+  if (QueueState* q = QueueById(qid)) Count(*q, from, to, n);
+}
+
+int64_t Core::Room(const QueueState& q) {
+  if (q.paused) return 0;
+  if (!q.settings.concurrency) return std::numeric_limits<int64_t>::max();
+  const int64_t running = q.counts[static_cast<size_t>(TaskState::kRunning)];
+  return std::max<int64_t>(0, *q.settings.concurrency - running);
+}
+
+bool Core::CanHandOut(int64_t qid) const {
+  auto it = queues_.find(qid);
+  return it == queues_.end() || Room(it->second) > 0;
+}
+
+Timestamp Core::PurgeAt(int64_t qid, Timestamp now) const {
+  auto it = queues_.find(qid);
+  if (it != queues_.end() && it->second.settings.retention) {
+    return now + *it->second.settings.retention;
+  }
+  return now + options_.retention;
+}
+
+QueueInfo Core::Info(const QueueState& q, Timestamp now) const {
+  QueueInfo info;
+  info.name = q.name;
+  info.counts = q.counts;
+  info.paused = q.paused;
+  info.settings = q.settings;
+  // The window holds every scheduled task due before its horizon, so its
+  // first entry of the queue is the queue's earliest due task, if any is due.
+  if (std::optional<Timestamp> due = window_.EarliestDue(q.qid); due && *due < now) {
+    info.oldest_due_lateness = now - *due;
+  }
+  return info;
 }
 
 Result<std::optional<TaskRow>> Core::Find(const std::string& id) {
@@ -171,17 +238,30 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
   // memory untouched as well as the store.
   struct Effect {
     std::optional<TaskRow> unschedule;
-    int64_t qid, seq;
+    // The queue and state of a row the new one replaced or deleted.
+    std::optional<std::pair<int64_t, TaskState>> gone;
+    QueueState* queue;
+    int64_t seq;
     Timestamp due;
     int priority;
   };
   std::vector<Effect> effects;
+  // Queues this batch creates: rolling the batch back removes them from the
+  // store, so memory must forget them too.
+  std::vector<std::string> created;
   std::vector<Task> out;
   out.reserve(tasks.size());
   if (batch) CHRONOQ_RETURN_IF_ERROR(store_.Savepoint());
 
   auto one = [&](size_t i, ValidTask& t) -> Status {
-    CHRONOQ_ASSIGN_OR_RETURN(int64_t qid, QueueIdOf(t.queue));
+    if (batch && !qids_.contains(t.queue)) created.push_back(t.queue);
+    CHRONOQ_ASSIGN_OR_RETURN(QueueState * queue, QueueOf(t.queue));
+    const int64_t qid = queue->qid;
+    // The queue's defaults, for what the spec left unset.
+    if (t.max_attempts == 0) {
+      t.max_attempts = queue->settings.max_attempts.value_or(options_.default_max_attempts);
+    }
+    if (!t.backoff) t.backoff = queue->settings.backoff;
     TaskRow row;
     row.seq = seqs_.Next(now);
     row.name = t.name;
@@ -195,9 +275,10 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
       row.backoff_base = t.backoff->base;
       row.backoff_cap = t.backoff->cap;
     }
+    row.target = std::move(t.target);
     CHRONOQ_ASSIGN_OR_RETURN(bool inserted, store_.Insert(row));
     if (inserted) {
-      effects.push_back({std::nullopt, qid, row.seq, t.due, t.priority});
+      effects.push_back({std::nullopt, std::nullopt, queue, row.seq, t.due, t.priority});
       out.push_back(ToTask(row));
       return {};
     }
@@ -225,7 +306,8 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
           row.seq = existing->seq;
           row.updated = now;
           CHRONOQ_RETURN_IF_ERROR(store_.Overwrite(row));
-          effects.push_back({existing, qid, row.seq, t.due, t.priority});
+          effects.push_back({existing, std::pair(existing->qid, existing->state), queue, row.seq,
+                             t.due, t.priority});
           out.push_back(ToTask(row));
           return {};
       }
@@ -234,7 +316,8 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
     CHRONOQ_RETURN_IF_ERROR(store_.Delete(existing->seq));
     CHRONOQ_ASSIGN_OR_RETURN(inserted, store_.Insert(row));
     if (!inserted) return Status::Internal("id " + *t.name + " still taken after delete");
-    effects.push_back({std::nullopt, qid, row.seq, t.due, t.priority});
+    effects.push_back({std::nullopt, std::pair(existing->qid, existing->state), queue, row.seq,
+                       t.due, t.priority});
     out.push_back(ToTask(row));
     return {};
   };
@@ -242,15 +325,26 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
   for (size_t i = 0; i < tasks.size(); ++i) {
     Status s = one(i, tasks[i]);
     if (!s.ok()) {
-      if (batch) store_.RollbackToSavepoint();
+      if (batch) {
+        store_.RollbackToSavepoint();
+        for (const std::string& name : created) {
+          auto it = qids_.find(name);
+          if (it == qids_.end()) continue;
+          queues_.erase(it->second);
+          qids_.erase(it);
+        }
+      }
       return s;
     }
   }
   if (batch) CHRONOQ_RETURN_IF_ERROR(store_.ReleaseSavepoint());
   for (const Effect& e : effects) {
     if (e.unschedule) Unschedule(*e.unschedule);
-    Schedule(e.qid, e.due, e.priority, e.seq);
+    if (e.gone) Count(e.gone->first, e.gone->second, std::nullopt);
+    Count(*e.queue, std::nullopt, TaskState::kScheduled);
+    Schedule(e.queue->qid, e.due, e.priority, e.seq);
   }
+  cycle_stats_.enqueued += effects.size();
   return out;
 }
 
@@ -260,9 +354,10 @@ Result<Task> Core::Cancel(const std::string& id) {
   const Timestamp now = clock_.Now();
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
   if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
-  const Timestamp purge_at = PurgeAt(now);
+  const Timestamp purge_at = PurgeAt(row.qid, now);
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kCancelled, purge_at, {}, {}, now}));
   Unschedule(row);
+  Count(row.qid, TaskState::kScheduled, TaskState::kCancelled);
   NotePurge(purge_at);
   row.run_at = row.due;
   row.state = TaskState::kCancelled;
@@ -292,6 +387,7 @@ Result<Task> Core::Retry(const std::string& id) {
   if (row.state != TaskState::kDead) return WrongState(id, row.state, "dead");
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, now, {}, 0, now}));
   Schedule(row.qid, now, row.priority, row.seq);
+  Count(row.qid, TaskState::kDead, TaskState::kScheduled);
   row.state = TaskState::kScheduled;
   row.due = now;
   row.run_at.reset();
@@ -304,9 +400,13 @@ Result<Task> Core::Retry(const std::string& id) {
 
 Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Duration lease) {
   const Timestamp now = clock_.Now();
-  CHRONOQ_ASSIGN_OR_RETURN(int64_t qid, QueueIdOf(queue));
+  CHRONOQ_ASSIGN_OR_RETURN(QueueState * q, QueueOf(queue));
+  const int64_t qid = q->qid;
+  // A paused queue, or one at its concurrency, hands out nothing: the claim
+  // behaves as if nothing were due (and waits, if it may).
+  const int64_t room = std::min<int64_t>(max, Room(*q));
   std::vector<Window::Key> keys;
-  while (static_cast<int>(keys.size()) < max) {
+  while (static_cast<int64_t>(keys.size()) < room) {
     std::optional<Window::Key> key = window_.PopDue(qid, now);
     if (!key) break;
     keys.push_back(*key);
@@ -341,8 +441,13 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
     RunningTask running = RunningFromRow(row);
     out.push_back(Lease{running.id, queue, std::move(row.payload), k.due, row.attempt,
                         row.max_attempts, token, until});
+    if (row.target) out.back().target = DecodeTarget(*row.target);
     leases_.Add(std::move(running));
+    const double late = std::chrono::duration<double>(now - k.due).count();
+    ++cycle_stats_.lateness[BucketOf(kLatenessBounds, late)];
+    cycle_stats_.lateness_sum += late;
   }
+  Count(*q, TaskState::kScheduled, TaskState::kRunning, static_cast<int64_t>(out.size()));
   return out;
 }
 
@@ -353,10 +458,10 @@ Status Core::Ack(const std::string& id, uint64_t token) {
 
 Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   const Timestamp now = clock_.Now();
-  const Timestamp purge_at = PurgeAt(now);
   std::vector<Status> out;
   out.reserve(acks.size());
   std::vector<int64_t> seqs;
+  std::vector<int64_t> qids;
   for (const AckRequest& a : acks) {
     const RunningTask* task = Leased(a.id, a.token);
     // A task acknowledged earlier in this batch is already in `seqs`.
@@ -365,12 +470,34 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
       continue;
     }
     seqs.push_back(task->seq);
+    qids.push_back(task->qid);
     out.emplace_back();
   }
   if (seqs.empty()) return out;
-  CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(seqs, purge_at, now));
+  // Purge times follow each queue's retention: one batch of statements per
+  // distinct purge time, and there is one when all tasks share a queue.
+  std::vector<std::pair<Timestamp, std::vector<int64_t>>> by_purge;
+  Timestamp purge_at;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (i == 0 || qids[i] != qids[i - 1]) purge_at = PurgeAt(qids[i], now);
+    auto group = std::find_if(by_purge.begin(), by_purge.end(),
+                              [&](const auto& g) { return g.first == purge_at; });
+    if (group == by_purge.end()) {
+      group = by_purge.emplace(by_purge.end(), purge_at, std::vector<int64_t>());
+    }
+    group->second.push_back(seqs[i]);
+  }
+  for (const auto& [at, group] : by_purge) {
+    CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(group, at, now));
+  }
   for (int64_t seq : seqs) leases_.Remove(seq);
-  NotePurge(purge_at);
+  // One count update per run of tasks of the same queue (usually one run).
+  for (size_t i = 0, j = 0; i < qids.size(); i = j) {
+    while (j < qids.size() && qids[j] == qids[i]) ++j;
+    Count(qids[i], TaskState::kRunning, TaskState::kSucceeded, static_cast<int64_t>(j - i));
+  }
+  for (const auto& group : by_purge) NotePurge(group.first);
+  cycle_stats_.acked += seqs.size();
   return out;
 }
 
@@ -379,10 +506,14 @@ Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::stri
   if (task.attempt >= task.max_attempts) {
     CHRONOQ_RETURN_IF_ERROR(
         store_.Move({task.seq, TaskState::kDead, std::nullopt, error, {}, now}));
+    Count(task.qid, TaskState::kRunning, TaskState::kDead);
+    ++cycle_stats_.dead;
   } else {
     CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kScheduled, due, error, {}, now}));
     Schedule(task.qid, due, task.priority, task.seq);
+    Count(task.qid, TaskState::kRunning, TaskState::kScheduled);
   }
+  ++cycle_stats_.failed;
   leases_.Remove(task.seq);
   return {};
 }
@@ -408,10 +539,52 @@ Result<Timestamp> Core::Extend(const std::string& id, uint64_t token, Duration l
   return until;
 }
 
+// --- queues -------------------------------------------------------------------
+
+std::vector<QueueInfo> Core::ListQueues() const {
+  const Timestamp now = clock_.Now();
+  std::vector<QueueInfo> out;
+  out.reserve(queues_.size());
+  for (const auto& [qid, q] : queues_) out.push_back(Info(q, now));
+  std::sort(out.begin(), out.end(),
+            [](const QueueInfo& a, const QueueInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+Result<QueueInfo> Core::GetQueue(const std::string& name) const {
+  auto it = qids_.find(name);
+  if (it == qids_.end()) return Status::NotFound("queue " + name + " does not exist");
+  return Info(queues_.at(it->second), clock_.Now());
+}
+
+Result<QueueInfo> Core::ConfigureQueue(const std::string& name, const QueueSettings& settings) {
+  CHRONOQ_ASSIGN_OR_RETURN(QueueState * q, QueueOf(name));
+  QueueSettings merged = q->settings;
+  if (settings.concurrency) merged.concurrency = settings.concurrency;
+  if (settings.max_attempts) merged.max_attempts = settings.max_attempts;
+  if (settings.backoff) merged.backoff = settings.backoff;
+  if (settings.retention) merged.retention = settings.retention;
+  CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, merged, q->paused));
+  // Memory follows before the commit; if it fails, Reload() restores both.
+  // Claims waiting on a queue whose limit went up are served by TimedWork,
+  // which runs after the ops of the cycle.
+  q->settings = merged;
+  return Info(*q, clock_.Now());
+}
+
+Result<QueueInfo> Core::PauseQueue(const std::string& name, bool paused) {
+  CHRONOQ_ASSIGN_OR_RETURN(QueueState * q, QueueOf(name));
+  if (q->paused != paused) {
+    CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, q->settings, paused));
+    q->paused = paused;
+  }
+  return Info(*q, clock_.Now());
+}
+
 // --- parked claims ------------------------------------------------------------
 
 void Core::Park(ClaimOp* op) {
-  // Claim() succeeded, so the queue id is cached.
+  // Claim() succeeded, so the queue is cached.
   op->qid_ = qids_.at(op->queue);
   auto& list = parked_[op->qid_];
   op->parked_at_ = list.insert(list.end(), op);
@@ -436,7 +609,7 @@ void Core::ServeParked(int64_t qid, std::vector<Op*>& finished) {
   if (it == parked_.end()) return;
   std::list<ClaimOp*>& list = it->second;
   const Timestamp now = clock_.Now();
-  while (!list.empty()) {
+  while (!list.empty() && CanHandOut(qid)) {
     std::optional<Timestamp> due = window_.EarliestDue(qid);
     if (!due || *due > now) break;
     ClaimOp* op = list.front();
@@ -480,8 +653,9 @@ Status Core::TimedWork(std::vector<Op*>& finished) {
   }
 
   if (next_purge_ && *next_purge_ <= now) {
-    CHRONOQ_ASSIGN_OR_RETURN(int purged, store_.PurgeFinished(now, options_.purge_chunk));
-    if (purged == options_.purge_chunk) {
+    CHRONOQ_ASSIGN_OR_RETURN(Purged purged, store_.PurgeFinished(now, options_.purge_chunk));
+    for (const Purged::Count& c : purged.by_queue) Count(c.qid, c.state, std::nullopt, c.n);
+    if (purged.rows == options_.purge_chunk) {
       next_purge_ = now;  // more to do: the next cycle continues
     } else {
       CHRONOQ_ASSIGN_OR_RETURN(next_purge_, store_.NextPurgeDue());
@@ -524,6 +698,13 @@ Status Core::Refill(Timestamp now) {
 }
 
 Status Core::BeforeCommit() {
+  for (int64_t qid : dirty_queues_) {
+    QueueState* q = QueueById(qid);
+    if (q == nullptr) continue;
+    q->dirty = false;
+    CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueCounts(qid, q->counts));
+  }
+  dirty_queues_.clear();
   if (next_token_ == saved_token_) return {};
   CHRONOQ_RETURN_IF_ERROR(store_.SaveNextToken(next_token_));
   saved_token_ = next_token_;
@@ -533,7 +714,9 @@ Status Core::BeforeCommit() {
 Timestamp Core::NextWake() const {
   Timestamp wake = kForever;
   for (const auto& [qid, list] : parked_) {
-    if (list.empty()) continue;
+    // A paused or full queue is woken by the op that resumes it or by a task
+    // of it that finishes (an op, or a lease lapse: see below), not by time.
+    if (list.empty() || !CanHandOut(qid)) continue;
     if (auto due = window_.EarliestDue(qid)) wake = std::min(wake, *due);
   }
   if (!parked_deadlines_.empty()) wake = std::min(wake, parked_deadlines_.begin()->first);

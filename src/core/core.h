@@ -10,6 +10,7 @@
 // Not thread-safe: confined to the engine loop thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -20,9 +21,11 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "chronoq/engine.h"
+#include "chronoq/queue.h"
 
 #include "core/task_id.h"
 #include "core/validate.h"
@@ -33,6 +36,32 @@
 namespace chronoq {
 
 class Core;
+
+// The bucket bounds of EngineStats' histograms.
+inline constexpr std::array<double, 13> kCommitOpsBounds = {1,   2,   4,   8,    16,   32,  64,
+                                                            128, 256, 512, 1024, 2048, 4096};
+inline constexpr std::array<double, 12> kLatenessBounds = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.05,
+                                                           0.1,    0.5,   1,     5,     10,   60};
+
+// The index of the histogram bucket holding `value`: the first bound >= value,
+// else the +Inf bucket (bounds.size()).
+template <size_t N>
+size_t BucketOf(const std::array<double, N>& bounds, double value) {
+  size_t i = 0;
+  while (i < N && value > bounds[i]) ++i;
+  return i;
+}
+
+// What one cycle of the loop adds to EngineStats. The loop adds it to the
+// totals once the cycle committed and drops it when the commit failed.
+struct CycleStats {
+  uint64_t enqueued = 0;
+  uint64_t acked = 0;
+  uint64_t failed = 0;
+  uint64_t dead = 0;
+  std::array<uint64_t, kLatenessBounds.size() + 1> lateness{};  // per bucket, not cumulative
+  double lateness_sum = 0;
+};
 
 // The client's view of a stored row.
 Task TaskFromRow(const TaskRow& row, const std::string& queue);
@@ -108,6 +137,13 @@ class Core {
               std::optional<Duration> retry_after);
   Result<Timestamp> Extend(const std::string& id, uint64_t token, Duration lease);
 
+  // --- queues (inside the transaction) ---
+  std::vector<QueueInfo> ListQueues() const;
+  Result<QueueInfo> GetQueue(const std::string& name) const;
+  // REQUIRES: ValidateQueueSettings(settings).ok()
+  Result<QueueInfo> ConfigureQueue(const std::string& name, const QueueSettings& settings);
+  Result<QueueInfo> PauseQueue(const std::string& name, bool paused);
+
   // Parks `op` until its queue has a due task or its deadline passes.
   void Park(ClaimOp* op);
   // Answers every parked claim of `queue` (all queues when empty) with no
@@ -118,8 +154,11 @@ class Core {
   // parked claims, refill the window, purge a chunk. Appends the parked claims
   // it finished to `finished`.
   Status TimedWork(std::vector<Op*>& finished);
-  // Writes what must be durable with this commit (the token counter).
+  // Writes what must be durable with this commit: the token counter and the
+  // counts of the queues this cycle touched (one statement per queue).
   Status BeforeCommit();
+  // What this cycle counted for EngineStats; starts the next cycle's.
+  CycleStats TakeCycleStats() { return std::exchange(cycle_stats_, CycleStats()); }
   // When TimedWork next has something to do; kForever when nothing.
   Timestamp NextWake() const;
 
@@ -127,8 +166,32 @@ class Core {
   size_t running() const { return leases_.size(); }
 
  private:
-  Result<int64_t> QueueIdOf(const std::string& name);
+  // A queue's settings and counts, as stored plus this cycle's changes.
+  struct QueueState {
+    int64_t qid = 0;
+    std::string name;
+    QueueSettings settings;
+    bool paused = false;
+    std::array<int64_t, 5> counts{};  // by TaskState
+    bool dirty = false;               // counts changed since the last commit
+  };
+  // The queue named `name`, created (in the store too) when new. The pointer
+  // stays valid until Reload().
+  Result<QueueState*> QueueOf(const std::string& name);
+  QueueState* QueueById(int64_t qid);
   const std::string& QueueName(int64_t qid) const;
+  QueueInfo Info(const QueueState& q, Timestamp now) const;
+  // Moves `n` tasks of the queue from state `from` to `to` in its counts;
+  // unset `from`: new tasks; unset `to`: deleted ones.
+  void Count(QueueState& q, std::optional<TaskState> from, std::optional<TaskState> to,
+             int64_t n = 1);
+  void Count(int64_t qid, std::optional<TaskState> from, std::optional<TaskState> to,
+             int64_t n = 1);
+  // How many more tasks the queue may hand out now: 0 while paused, else what
+  // its concurrency leaves (no limit when unset).
+  static int64_t Room(const QueueState& q);
+  // Room() > 0 for the queue with id `qid` (unknown queues have no limit).
+  bool CanHandOut(int64_t qid) const;
   Result<std::optional<TaskRow>> Find(const std::string& id);
   Result<TaskRow> FindOrNotFound(const std::string& id);
   Task ToTask(const TaskRow& row) const;
@@ -138,7 +201,9 @@ class Core {
   // Puts a scheduled row into the window if it is near enough.
   void Schedule(int64_t qid, Timestamp due, int priority, int64_t seq);
   void Unschedule(const TaskRow& row);
-  Timestamp PurgeAt(Timestamp now) const { return now + options_.retention; }
+  // When a task of `qid` finishing now is purged: its queue's retention, else
+  // the engine's.
+  Timestamp PurgeAt(int64_t qid, Timestamp now) const;
   void NotePurge(Timestamp at);
   // Moves a running task back to scheduled (or dead when out of attempts).
   Status RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
@@ -155,7 +220,9 @@ class Core {
   uint64_t saved_token_ = 1;
   std::mt19937_64 rng_;
   std::unordered_map<std::string, int64_t> qids_;
-  std::unordered_map<int64_t, std::string> queue_names_;
+  std::unordered_map<int64_t, QueueState> queues_;
+  std::vector<int64_t> dirty_queues_;  // whose counts BeforeCommit writes
+  CycleStats cycle_stats_;
 
   Window window_;
   // A lower bound of the earliest due of a scheduled row beyond the horizon

@@ -183,6 +183,23 @@ Status DecodeCursor(std::string_view cursor, bool by_due, Store::ListQuery& q) {
   return {};
 }
 
+// A histogram in EngineStats' form from per-bucket counts.
+template <size_t N>
+EngineStats::Histogram MakeHistogram(const std::array<double, N>& bounds,
+                                     const std::array<uint64_t, N + 1>& buckets, double sum) {
+  EngineStats::Histogram h;
+  h.bounds.assign(bounds.begin(), bounds.end());
+  h.counts.reserve(N + 1);
+  uint64_t total = 0;
+  for (uint64_t n : buckets) {
+    total += n;
+    h.counts.push_back(total);
+  }
+  h.sum = sum;
+  h.total = total;
+  return h;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
@@ -314,6 +331,9 @@ void EngineImpl::RunCycle(std::vector<Op*>& batch) {
   if (s.ok()) s = core_.TimedWork(finished);
   if (s.ok()) s = core_.BeforeCommit();
   if (s.ok()) s = store_->Commit();
+  // Counted only once committed: a failed cycle changed nothing.
+  const CycleStats cycle = core_.TakeCycleStats();
+  if (s.ok()) RecordCycle(cycle, finished.size());
   if (!s.ok()) {
     // Nothing of this cycle is durable: memory must forget it too.
     spdlog::error("commit failed, {} operations rejected: {}", finished.size(), s.ToString());
@@ -327,6 +347,37 @@ void EngineImpl::RunCycle(std::vector<Op*>& batch) {
     }
   }
   for (Op* op : finished) op->Finish(s);
+}
+
+void EngineImpl::RecordCycle(const CycleStats& cycle, size_t ops) {
+  const size_t ops_bucket = BucketOf(kCommitOpsBounds, static_cast<double>(ops));
+  std::lock_guard lock(stats_mu_);
+  stats_.enqueued += cycle.enqueued;
+  stats_.acked += cycle.acked;
+  stats_.failed += cycle.failed;
+  stats_.dead += cycle.dead;
+  ++stats_.commits;
+  ++stats_.commit_ops[ops_bucket];
+  stats_.commit_ops_sum += static_cast<double>(ops);
+  for (size_t i = 0; i < cycle.lateness.size(); ++i) stats_.lateness[i] += cycle.lateness[i];
+  stats_.lateness_sum += cycle.lateness_sum;
+}
+
+EngineStats EngineImpl::Stats() {
+  StatsTotals t;
+  {
+    std::lock_guard lock(stats_mu_);
+    t = stats_;
+  }
+  EngineStats out;
+  out.enqueued = t.enqueued;
+  out.acked = t.acked;
+  out.failed = t.failed;
+  out.dead = t.dead;
+  out.commits = t.commits;
+  out.commit_ops = MakeHistogram(kCommitOpsBounds, t.commit_ops, t.commit_ops_sum);
+  out.dispatch_lateness_s = MakeHistogram(kLatenessBounds, t.lateness, t.lateness_sum);
+  return out;
 }
 
 template <typename T>
@@ -372,9 +423,10 @@ Result<CoreFn<std::vector<Task>>> EngineImpl::PrepareEnqueue(std::span<const Tas
   std::vector<ValidTask> valid;
   valid.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
-    CHRONOQ_ASSIGN_OR_RETURN(ValidTask t,
-                             ValidateTaskSpec(specs[i], now, options_.default_max_attempts,
-                                              batch ? "tasks[" + std::to_string(i) + "]." : ""));
+    // max_attempts 0 is resolved by the loop, from the queue's settings.
+    CHRONOQ_ASSIGN_OR_RETURN(
+        ValidTask t,
+        ValidateTaskSpec(specs[i], now, 0, batch ? "tasks[" + std::to_string(i) + "]." : ""));
     valid.push_back(std::move(t));
   }
   return CoreFn<std::vector<Task>>(
@@ -610,6 +662,33 @@ Result<Timestamp> EngineImpl::Extend(std::string_view id, uint64_t token, Durati
 
 void EngineImpl::ExtendAsync(std::string id, uint64_t token, Duration lease, Done<Timestamp> done) {
   CallAsync(PrepareExtend(id, token, lease), std::move(done));
+}
+
+// --- queues -------------------------------------------------------------------------
+
+Result<std::vector<QueueInfo>> EngineImpl::ListQueues() {
+  return Call<std::vector<QueueInfo>>(
+      [](Core& core) -> Result<std::vector<QueueInfo>> { return core.ListQueues(); });
+}
+
+Result<QueueInfo> EngineImpl::GetQueue(std::string_view queue) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  return Call<QueueInfo>([name = std::string(queue)](Core& core) { return core.GetQueue(name); });
+}
+
+Result<QueueInfo> EngineImpl::ConfigureQueue(std::string_view queue,
+                                             const QueueSettings& settings) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueSettings(settings));
+  return Call<QueueInfo>([name = std::string(queue), settings](Core& core) {
+    return core.ConfigureQueue(name, settings);
+  });
+}
+
+Result<QueueInfo> EngineImpl::PauseQueue(std::string_view queue, bool paused) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  return Call<QueueInfo>(
+      [name = std::string(queue), paused](Core& core) { return core.PauseQueue(name, paused); });
 }
 
 // --- in-process workers --------------------------------------------------------------

@@ -55,6 +55,11 @@ class EngineImpl final : public Engine {
   Status RegisterHandler(std::string_view queue, HandlerOptions options, Handler handler) override;
   Status RegisterBatchHandler(std::string_view queue, HandlerOptions options,
                               BatchHandler handler) override;
+  Result<std::vector<QueueInfo>> ListQueues() override;
+  Result<QueueInfo> GetQueue(std::string_view queue) override;
+  Result<QueueInfo> ConfigureQueue(std::string_view queue, const QueueSettings& settings) override;
+  Result<QueueInfo> PauseQueue(std::string_view queue, bool paused) override;
+  EngineStats Stats() override;
   void Sync() override;
 
   void EnqueueAsync(TaskSpec spec, Done<Task> done) override;
@@ -104,6 +109,18 @@ class EngineImpl final : public Engine {
   Result<std::vector<Lease>> ClaimWaiting(const std::string& queue, int max, Duration lease,
                                           Duration wait, const std::atomic<bool>* cancel);
   Result<Task> ReadTask(std::string_view id);
+  // Adds a committed cycle to the statistics.
+  void RecordCycle(const CycleStats& cycle, size_t ops);
+
+  // EngineStats as the loop accumulates them: histograms per bucket, not
+  // cumulative (Stats() sums them up).
+  struct StatsTotals {
+    uint64_t enqueued = 0, acked = 0, failed = 0, dead = 0, commits = 0;
+    std::array<uint64_t, kCommitOpsBounds.size() + 1> commit_ops{};
+    double commit_ops_sum = 0;
+    std::array<uint64_t, kLatenessBounds.size() + 1> lateness{};
+    double lateness_sum = 0;
+  };
 
   Clock& clock_;
   const EngineOptions options_;
@@ -116,6 +133,11 @@ class EngineImpl final : public Engine {
   bool stop_ = false;           // guarded by mu_
   std::thread loop_;
   std::atomic<uint32_t> cycles_{0};  // bumped after each cycle's ops are answered
+
+  // Written by the loop once per commit, read by Stats(): both hold the lock
+  // only to copy a few hundred bytes.
+  std::mutex stats_mu_;
+  StatsTotals stats_;  // guarded by stats_mu_
 
   std::mutex pools_mu_;
   std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools_;  // guarded by pools_mu_

@@ -1,6 +1,11 @@
 #include "core/validate.h"
 
+#include <algorithm>
+#include <array>
+#include <string>
+
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 namespace chronoq {
 namespace {
@@ -40,6 +45,40 @@ std::string Field(std::string_view prefix, std::string_view name) {
   f.append(name);
   return f;
 }
+
+// An HTTP token character (RFC 9110 tchar).
+bool IsTokenChar(char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != prefix[i]) return false;
+  }
+  return true;
+}
+
+// Checks that `text` is UTF-8 without control characters (tabs allowed when
+// `tabs`); the reason, or empty.
+std::string_view BadText(std::string_view text, bool tabs) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) return "not valid UTF-8";
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c0 = n == 1 && ((c < 0x20 && !(tabs && c == '\t')) || c == 0x7f);
+    const bool c1 = n == 2 && c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0;
+    if (c0 || c1) return "must not contain control characters (CR, LF, ...)";
+    i += n;
+  }
+  return {};
+}
+
+constexpr std::array<std::string_view, 5> kTargetMethods = {"POST", "PUT", "PATCH", "GET",
+                                                            "DELETE"};
 
 }  // namespace
 
@@ -95,6 +134,119 @@ Status ValidateDue(Timestamp due, Timestamp now, std::string_view field) {
   return {};
 }
 
+Status ValidateTarget(const WebhookTarget& target, std::string_view field) {
+  const std::string url_field = Field(field, ".url");
+  const std::string_view url = target.url;
+  if (url.empty()) return Status::InvalidArgument(url_field, "must not be empty");
+  if (url.size() > kMaxTargetUrlBytes) {
+    return Status::InvalidArgument(url_field, "longer than 2048 bytes");
+  }
+  size_t host = 0;
+  if (StartsWithNoCase(url, "http://")) {
+    host = 7;
+  } else if (StartsWithNoCase(url, "https://")) {
+    host = 8;
+  } else {
+    return Status::InvalidArgument(url_field, "must start with http:// or https://");
+  }
+  if (host == url.size() || url[host] == '/' || url[host] == '?' || url[host] == '#') {
+    return Status::InvalidArgument(url_field, "has no host");
+  }
+  for (char c : url) {
+    // Printable ASCII only: anything else must be percent-encoded.
+    if (c <= ' ' || c == 0x7f) {
+      return Status::InvalidArgument(url_field,
+                                     "must not contain spaces, control characters or non-ASCII "
+                                     "bytes (percent-encode them)");
+    }
+  }
+
+  if (std::find(kTargetMethods.begin(), kTargetMethods.end(), target.method) ==
+      kTargetMethods.end()) {
+    return Status::InvalidArgument(Field(field, ".method"),
+                                   "must be one of POST, PUT, PATCH, GET, DELETE");
+  }
+
+  if (target.headers.size() > kMaxTargetHeaders) {
+    return Status::InvalidArgument(Field(field, ".headers"), "more than 32 headers");
+  }
+  for (size_t i = 0; i < target.headers.size(); ++i) {
+    const auto& [name, value] = target.headers[i];
+    const std::string at = Field(field, ".headers[" + std::to_string(i) + "]");
+    if (name.empty()) return Status::InvalidArgument(at + ".name", "must not be empty");
+    if (name.size() > 256) return Status::InvalidArgument(at + ".name", "longer than 256 bytes");
+    if (!std::all_of(name.begin(), name.end(), IsTokenChar)) {
+      return Status::InvalidArgument(at + ".name", "must be an HTTP token (no spaces, CR, LF, :)");
+    }
+    if (value.size() > kMaxTargetHeaderValueBytes) {
+      return Status::InvalidArgument(at + ".value", "longer than 8 KiB");
+    }
+    if (std::string_view why = BadText(value, /*tabs=*/true); !why.empty()) {
+      return Status::InvalidArgument(at + ".value", std::string(why));
+    }
+  }
+
+  if (target.timeout < kMinTargetTimeout || target.timeout > kMaxTargetTimeout) {
+    return Status::InvalidArgument(Field(field, ".timeout"), "must be between 1 ms and 5 minutes");
+  }
+  return {};
+}
+
+Status ValidateQueueSettings(const QueueSettings& s) {
+  if (s.concurrency && (*s.concurrency < 1 || *s.concurrency > kMaxQueueConcurrency)) {
+    return Status::InvalidArgument("concurrency", "must be between 1 and 100000");
+  }
+  if (s.max_attempts && (*s.max_attempts < 1 || *s.max_attempts > kMaxAttemptsLimit)) {
+    return Status::InvalidArgument("max_attempts", "must be between 1 and 1000");
+  }
+  if (s.backoff) {
+    if (s.backoff->base < std::chrono::milliseconds(1)) {
+      return Status::InvalidArgument("backoff.base", "must be at least 1 ms");
+    }
+    if (s.backoff->cap < s.backoff->base || s.backoff->cap > kMaxQueueBackoffCap) {
+      return Status::InvalidArgument("backoff.cap",
+                                     "must be at least backoff.base and at most 7 days");
+    }
+  }
+  if (s.retention && (*s.retention < Duration::zero() || *s.retention > kMaxQueueRetention)) {
+    return Status::InvalidArgument("retention", "must be between 0 and 3650 days");
+  }
+  return {};
+}
+
+std::string EncodeTarget(const WebhookTarget& target) {
+  nlohmann::json j = nlohmann::json::object();
+  j["url"] = target.url;
+  if (target.method != "POST") j["method"] = target.method;
+  if (!target.headers.empty()) {
+    nlohmann::json headers = nlohmann::json::array();
+    for (const auto& [name, value] : target.headers) headers.push_back({name, value});
+    j["headers"] = std::move(headers);
+  }
+  if (target.timeout != kDefaultTargetTimeout) j["timeout_us"] = target.timeout.count();
+  // Validated targets are UTF-8; replace() only guards against unvalidated ones.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::optional<WebhookTarget> DecodeTarget(std::string_view json) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(json);
+    WebhookTarget t;
+    t.url = j.at("url").get<std::string>();
+    if (auto it = j.find("method"); it != j.end()) t.method = it->get<std::string>();
+    if (auto it = j.find("headers"); it != j.end()) {
+      for (const nlohmann::json& h : *it) {
+        t.headers.emplace_back(h.at(0).get<std::string>(), h.at(1).get<std::string>());
+      }
+    }
+    if (auto it = j.find("timeout_us"); it != j.end()) t.timeout = Duration(it->get<int64_t>());
+    return t;
+  } catch (const std::exception& e) {
+    spdlog::warn("stored webhook target is not valid: {}", e.what());
+    return std::nullopt;
+  }
+}
+
 Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int default_max_attempts,
                                    std::string_view prefix) {
   ValidTask t;
@@ -143,6 +295,11 @@ Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int defa
                                      "must be at least backoff.base and at most 100 years");
     }
     t.backoff = b;
+  }
+
+  if (spec.target.has_value()) {
+    CHRONOQ_RETURN_IF_ERROR(ValidateTarget(*spec.target, Field(prefix, "target")));
+    t.target = EncodeTarget(*spec.target);
   }
   return t;
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "chronoq/queue.h"
 #include "chronoq/task.h"
 
 namespace chronoq {
@@ -23,9 +24,10 @@ struct ValidTask {
   Timestamp due;
   std::optional<std::string> name;  // client-chosen id
   OnConflict on_conflict = OnConflict::kReject;
-  int max_attempts = 0;
+  int max_attempts = 0;  // 0: the queue's default, else the engine's (resolved by the loop)
   int priority = 0;
-  std::optional<Backoff> backoff;
+  std::optional<Backoff> backoff;     // unset: the queue's default, if any
+  std::optional<std::string> target;  // EncodeTarget() of the spec's target
 };
 
 Status ValidateQueueName(std::string_view queue, std::string_view field = "queue");
@@ -35,9 +37,25 @@ Status ValidateLease(Duration lease, std::string_view field = "lease");
 // A due instant must lie between 1970 and 100 years from now.
 Status ValidateDue(Timestamp due, Timestamp now, std::string_view field = "run_at");
 
-// `prefix` is prepended to field names ("tasks[3]." in a batch).
+// `field` names the target ("target", "tasks[3].target"); errors name its
+// parts ("target.url", "target.headers[2].name").
+Status ValidateTarget(const WebhookTarget& target, std::string_view field = "target");
+// Errors name the field: "concurrency", "max_attempts", "backoff.base",
+// "backoff.cap", "retention".
+Status ValidateQueueSettings(const QueueSettings& settings);
+
+// `prefix` is prepended to field names ("tasks[3]." in a batch). A spec
+// without max_attempts gets `default_max_attempts`; 0 leaves it 0, for the
+// engine loop to resolve from the queue's settings.
 Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int default_max_attempts,
                                    std::string_view prefix = "");
+
+// The stored form of a webhook target: compact JSON that leaves defaults out,
+// e.g. {"url":"https://example.com/hook","headers":[["X-Key","v"]]}.
+std::string EncodeTarget(const WebhookTarget& target);
+// The inverse of EncodeTarget; nullopt (and a logged warning) when `json` is
+// not a target.
+std::optional<WebhookTarget> DecodeTarget(std::string_view json);
 
 // Cuts `text` to at most `max` bytes without splitting a UTF-8 sequence.
 std::string TruncateUtf8(std::string_view text, size_t max);

@@ -17,12 +17,14 @@
 // whole buckets.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "chronoq/clock.h"
+#include "chronoq/queue.h"
 #include "chronoq/result.h"
 #include "chronoq/task.h"
 
@@ -51,6 +53,30 @@ struct TaskRow {
   std::optional<Timestamp> updated;
   std::optional<Duration> backoff_base;
   std::optional<Duration> backoff_cap;
+  std::optional<std::string> target;  // the webhook target as compact JSON (core/validate.h)
+};
+
+// A queue as stored: its settings, paused flag and the number of its tasks in
+// each state. The engine keeps the counts in memory and writes those of the
+// queues a transaction touched before committing it, so they are exact after
+// any restart.
+struct QueueRow {
+  int64_t qid = 0;
+  std::string name;
+  QueueSettings settings;
+  bool paused = false;
+  std::array<int64_t, 5> counts{};  // by TaskState
+};
+
+// What PurgeFinished deleted: rows in all, and how many per (queue, state).
+struct Purged {
+  struct Count {
+    int64_t qid = 0;
+    TaskState state = TaskState::kSucceeded;
+    int64_t n = 0;
+  };
+  int rows = 0;
+  std::vector<Count> by_queue;
 };
 
 // A scheduled task as the in-memory window knows it.
@@ -80,10 +106,14 @@ class Store {
   virtual Status ReleaseSavepoint() = 0;
   virtual void RollbackToSavepoint() = 0;
 
-  // The id of queue `name`, creating it when missing.
+  // The id of queue `name`, creating it (no settings, zero counts) when missing.
   virtual Result<int64_t> QueueId(const std::string& name) = 0;
-  // All known queues: (qid, name).
-  virtual Result<std::vector<std::pair<int64_t, std::string>>> Queues() = 0;
+  // All known queues, by qid.
+  virtual Result<std::vector<QueueRow>> Queues() = 0;
+  // Replaces a queue's settings and paused flag.
+  virtual Status SaveQueueSettings(int64_t qid, const QueueSettings& settings, bool paused) = 0;
+  // Replaces a queue's counts.
+  virtual Status SaveQueueCounts(int64_t qid, const std::array<int64_t, 5>& counts) = 0;
 
   // Inserts a new row. Returns false (and writes nothing) when row.name is
   // already taken.
@@ -139,8 +169,8 @@ class Store {
   // Every running row (there are as many as leases held: few).
   virtual Result<std::vector<TaskRow>> LoadRunning() = 0;
   // Deletes up to `limit` succeeded/cancelled rows with due <= before;
-  // returns how many.
-  virtual Result<int> PurgeFinished(Timestamp before, int limit) = 0;
+  // returns how many, per queue and state.
+  virtual Result<Purged> PurgeFinished(Timestamp before, int limit) = 0;
   // A lower bound (its bucket's start) of the earliest purge time of a
   // succeeded/cancelled row.
   virtual Result<std::optional<Timestamp>> NextPurgeDue() = 0;

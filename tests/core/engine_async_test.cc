@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/answer.h"
 #include "support/engine_fixture.h"
 
 namespace chronoq {
@@ -15,16 +16,7 @@ using test::EngineFixture;
 
 class EngineAsyncTest : public EngineFixture {};
 
-// A callback that fulfils a future, and the future to wait on.
-template <typename T>
-struct Answer {
-  std::shared_ptr<std::promise<T>> promise = std::make_shared<std::promise<T>>();
-  std::future<T> future = promise->get_future();
-  std::function<void(T)> Callback() {
-    return [p = promise](T value) { p->set_value(std::move(value)); };
-  }
-  T Get() { return future.get(); }
-};
+using test::Answer;
 
 TEST_F(EngineAsyncTest, EnqueueAnswersWithTheCommittedTask) {
   Answer<Result<Task>> answer;

@@ -6,40 +6,21 @@
 #include "core/engine_impl.h"
 #include "store/sqlite/sqlite_store.h"
 #include "support/engine_fixture.h"
-#include "support/faulty_store.h"
+#include "support/faulty_engine_fixture.h"
 
 namespace chronoq {
 namespace {
 
 using namespace std::chrono_literals;
 
-class EngineFailureTest : public ::testing::Test {
+class EngineFailureTest : public test::FaultyEngineFixture {
  protected:
-  void SetUp() override {
-    auto inner = OpenSqliteStore(dir_.File("chronoq.db"), Durability::kNormal);
-    ASSERT_TRUE(inner.ok()) << inner.status().ToString();
-    auto faulty = std::make_unique<test::FaultyStore>(std::move(*inner));
-    store_ = faulty.get();
-    EngineOptions o;
-    o.path = dir_.File("chronoq.db");
-    o.clock = &clock_;
-    o.random_seed = 7;
-    auto engine = std::make_unique<EngineImpl>(o, std::move(faulty));
-    ASSERT_TRUE(engine->Start().ok());
-    engine_ = std::move(engine);
-  }
-
   TaskSpec Spec(std::string id) {
     TaskSpec s;
     s.queue = "q";
     s.id = std::move(id);
     return s;
   }
-
-  test::TempDir dir_;
-  test::FakeClock clock_;
-  test::FaultyStore* store_ = nullptr;  // owned by engine_
-  std::unique_ptr<Engine> engine_;
 };
 
 TEST_F(EngineFailureTest, AFailedCommitRejectsItsEnqueueAndLeavesNoTrace) {

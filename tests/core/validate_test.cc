@@ -454,5 +454,160 @@ TEST(TruncateUtf8Test, ResultIsAlwaysValidAndWithinTheLimit) {
   }
 }
 
+// --- webhook targets ---------------------------------------------------------
+
+WebhookTarget GoodTarget() {
+  WebhookTarget t;
+  t.url = "https://hooks.example.com/expire?share=42";
+  return t;
+}
+
+void ExpectTargetRejected(const WebhookTarget& t, const std::string& field) {
+  Status s = ValidateTarget(t);
+  ASSERT_FALSE(s.ok()) << "accepted; expected an error on " << field;
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.field(), field) << s.ToString();
+}
+
+TEST(ValidateTargetTest, AcceptsGoodTargetsAndTheLimits) {
+  EXPECT_TRUE(ValidateTarget(GoodTarget()).ok());
+  WebhookTarget t = GoodTarget();
+  t.url = "HTTP://h:8080/" + std::string(2048 - 14, 'a');
+  ASSERT_EQ(t.url.size(), 2048u);
+  for (const char* m : {"POST", "PUT", "PATCH", "GET", "DELETE"}) {
+    t.method = m;
+    EXPECT_TRUE(ValidateTarget(t).ok()) << m;
+  }
+  for (int i = 0; i < 32; ++i) t.headers.emplace_back("X-H" + std::to_string(i), "v\tw é");
+  t.headers.back().first = "!#$%&'*+-.^_`|~";  // every token character
+  t.timeout = milliseconds(1);
+  EXPECT_TRUE(ValidateTarget(t).ok()) << ValidateTarget(t).ToString();
+  t.timeout = std::chrono::minutes(5);
+  EXPECT_TRUE(ValidateTarget(t).ok());
+}
+
+TEST(ValidateTargetTest, RejectsBadUrls) {
+  for (const std::string& url :
+       {std::string(), std::string("ftp://h/"), std::string("example.com/x"),
+        std::string("https://"), std::string("https:///path"), std::string("http://h/a b"),
+        std::string("http://h/\r\nX: 1"), std::string("http://h/caf\xc3\xa9"),
+        "http://h/" + std::string(2040, 'a')}) {
+    WebhookTarget t = GoodTarget();
+    t.url = url;
+    ExpectTargetRejected(t, "target.url");
+  }
+}
+
+TEST(ValidateTargetTest, RejectsOtherMethods) {
+  for (const char* m : {"post", "OPTIONS", "", "POST "}) {
+    WebhookTarget t = GoodTarget();
+    t.method = m;
+    ExpectTargetRejected(t, "target.method");
+  }
+}
+
+TEST(ValidateTargetTest, RejectsBadHeadersByIndex) {
+  WebhookTarget t = GoodTarget();
+  for (int i = 0; i < 33; ++i) t.headers.emplace_back("X-H", "v");
+  ExpectTargetRejected(t, "target.headers");
+
+  for (const char* name : {"", "Bad Name", "X:Y", "X\r\nY", "Caf\xc3\xa9"}) {
+    WebhookTarget h = GoodTarget();
+    h.headers = {{"Ok", "1"}, {"Ok-Too", "2"}, {name, "3"}};
+    ExpectTargetRejected(h, "target.headers[2].name");
+  }
+  for (const std::string& value :
+       {std::string("a\r\nX-Injected: 1"), std::string("a\nb"), std::string("a\rb"),
+        std::string("a\0b", 3), std::string("\xff"), std::string(8193, 'v')}) {
+    WebhookTarget h = GoodTarget();
+    h.headers = {{"X-V", value}};
+    ExpectTargetRejected(h, "target.headers[0].value");
+  }
+}
+
+TEST(ValidateTargetTest, TimeoutBounds) {
+  for (Duration d : {Duration::zero(), Duration(999), std::chrono::minutes(5) + Duration(1)}) {
+    WebhookTarget t = GoodTarget();
+    t.timeout = d;
+    ExpectTargetRejected(t, "target.timeout");
+  }
+}
+
+TEST(ValidateTargetTest, SpecErrorsCarryThePrefix) {
+  TaskSpec spec = GoodSpec();
+  spec.target = GoodTarget();
+  spec.target->headers = {{"A B", "x"}};
+  ExpectRejected(spec, "tasks[4].target.headers[0].name", "tasks[4].");
+}
+
+TEST(ValidateTargetTest, ValidSpecStoresTheEncodedTarget) {
+  TaskSpec spec = GoodSpec();
+  Result<ValidTask> none = ValidateTaskSpec(spec, kNow, kDefaultMaxAttempts);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->target.has_value());
+  spec.target = GoodTarget();
+  Result<ValidTask> r = ValidateTaskSpec(spec, kNow, kDefaultMaxAttempts);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->target.has_value());
+  EXPECT_EQ(DecodeTarget(*r->target), spec.target);
+}
+
+TEST(ValidateTargetTest, EncodingLeavesDefaultsOutAndRoundTrips) {
+  EXPECT_EQ(EncodeTarget(GoodTarget()), R"({"url":"https://hooks.example.com/expire?share=42"})");
+  WebhookTarget t = GoodTarget();
+  t.method = "DELETE";
+  t.headers = {{"Authorization", "Bearer \"x\""}, {"X-Tab", "a\tb"}, {"X-Utf8", "caf\xc3\xa9"}};
+  t.timeout = Duration(1500);
+  EXPECT_EQ(DecodeTarget(EncodeTarget(t)), t);
+  EXPECT_EQ(DecodeTarget(EncodeTarget(GoodTarget())), GoodTarget());
+}
+
+TEST(ValidateTargetTest, GarbageDecodesToNothing) {
+  EXPECT_FALSE(DecodeTarget("").has_value());
+  EXPECT_FALSE(DecodeTarget("{").has_value());
+  EXPECT_FALSE(DecodeTarget(R"({"method":"PUT"})").has_value());
+  EXPECT_FALSE(DecodeTarget(R"({"url":"http://h","headers":[["only-name"]]})").has_value());
+}
+
+// --- queue settings ------------------------------------------------------------
+
+TEST(ValidateQueueSettingsTest, UnsetIsValid) { EXPECT_TRUE(ValidateQueueSettings({}).ok()); }
+
+TEST(ValidateQueueSettingsTest, BoundsNameTheirField) {
+  struct Case {
+    QueueSettings settings;
+    const char* field;  // nullptr: valid
+  };
+  const Case cases[] = {
+      {{.concurrency = 1}, nullptr},
+      {{.concurrency = 100'000}, nullptr},
+      {{.concurrency = 0}, "concurrency"},
+      {{.concurrency = -5}, "concurrency"},
+      {{.concurrency = 100'001}, "concurrency"},
+      {{.max_attempts = 1}, nullptr},
+      {{.max_attempts = 1000}, nullptr},
+      {{.max_attempts = 0}, "max_attempts"},
+      {{.max_attempts = 1001}, "max_attempts"},
+      {{.backoff = Backoff{milliseconds(1), milliseconds(1)}}, nullptr},
+      {{.backoff = Backoff{seconds(1), hours(24 * 7)}}, nullptr},
+      {{.backoff = Backoff{Duration(999), seconds(1)}}, "backoff.base"},
+      {{.backoff = Backoff{seconds(2), seconds(1)}}, "backoff.cap"},
+      {{.backoff = Backoff{seconds(1), hours(24 * 7) + Duration(1)}}, "backoff.cap"},
+      {{.retention = Duration::zero()}, nullptr},
+      {{.retention = hours(24 * 3650)}, nullptr},
+      {{.retention = Duration(-1)}, "retention"},
+      {{.retention = hours(24 * 3650) + Duration(1)}, "retention"},
+  };
+  for (const Case& c : cases) {
+    Status s = ValidateQueueSettings(c.settings);
+    if (c.field == nullptr) {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    } else {
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.field;
+      EXPECT_EQ(s.field(), c.field) << s.ToString();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace chronoq

@@ -1,6 +1,7 @@
 #include "store/sqlite/sqlite_store.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -8,14 +9,17 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "chronoq/engine.h"
 
 #include "store/store.h"
+#include "support/schema_v1.h"
 #include <unistd.h>
 
 namespace chronoq {
@@ -135,6 +139,7 @@ void ExpectSameRow(const TaskRow& got, const TaskRow& want) {
   EXPECT_EQ(got.updated, want.updated);
   EXPECT_EQ(got.backoff_base, want.backoff_base);
   EXPECT_EQ(got.backoff_cap, want.backoff_cap);
+  EXPECT_EQ(got.target, want.target);
 }
 
 // A row with every optional column set.
@@ -151,6 +156,7 @@ TaskRow FullRow(int64_t seq, int64_t qid) {
   r.updated = kNow + Duration(17);
   r.backoff_base = std::chrono::milliseconds(250);
   r.backoff_cap = std::chrono::minutes(10);
+  r.target = R"({"url":"https://example.com/hook"})";
   return r;
 }
 
@@ -215,6 +221,7 @@ TEST_F(SqliteStoreTest, UnsetOptionalColumnsStayUnset) {
   EXPECT_FALSE(got->name.has_value());
   EXPECT_FALSE(got->token.has_value());
   EXPECT_FALSE(got->backoff_base.has_value());
+  EXPECT_FALSE(got->target.has_value());
 }
 
 TEST_F(SqliteStoreTest, MissingRowsAreNotFound) {
@@ -332,15 +339,17 @@ TEST_F(SqliteStoreTest, QueueIdCreatesOnceAndIsStable) {
   EXPECT_EQ(Queue("alpha"), a);
   EXPECT_EQ(Queue("beta"), b);
 
-  Result<std::vector<std::pair<int64_t, std::string>>> queues = store_->Queues();
+  Result<std::vector<QueueRow>> queues = store_->Queues();
   ASSERT_TRUE(queues.ok());
+  std::vector<std::pair<int64_t, std::string>> got;
+  for (const QueueRow& q : *queues) got.emplace_back(q.qid, q.name);
   const std::vector<std::pair<int64_t, std::string>> want = {{a, "alpha"}, {b, "beta"}};
-  EXPECT_EQ(*queues, want);
+  EXPECT_EQ(got, want);
 
   Reopen();
   EXPECT_EQ(Queue("beta"), b);
   EXPECT_EQ(Queue("alpha"), a);
-  Result<std::vector<std::pair<int64_t, std::string>>> again = store_->Queues();
+  Result<std::vector<QueueRow>> again = store_->Queues();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->size(), 2u);
 }
@@ -748,14 +757,14 @@ TEST_F(SqliteStoreTest, PurgeFinishedDeletesOnlyDueSucceededAndCancelled) {
   InsertCommitted(Row(6, q, TaskState::kRunning, kNow - seconds(10)));
   InsertCommitted(Row(7, q, TaskState::kDead, std::nullopt));
 
-  Result<int> purged = store_->PurgeFinished(kNow, 100);
+  Result<Purged> purged = store_->PurgeFinished(kNow, 100);
   ASSERT_TRUE(purged.ok()) << purged.status().ToString();
-  EXPECT_EQ(*purged, 2);
+  EXPECT_EQ(purged->rows, 2);
   EXPECT_EQ(ListSeqs({}), (std::vector<int64_t>{3, 4, 5, 6, 7}));
 
-  Result<int> again = store_->PurgeFinished(kNow, 100);
+  Result<Purged> again = store_->PurgeFinished(kNow, 100);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(*again, 0);
+  EXPECT_EQ(again->rows, 0);
 }
 
 TEST_F(SqliteStoreTest, PurgeFinishedRespectsTheLimit) {
@@ -767,9 +776,9 @@ TEST_F(SqliteStoreTest, PurgeFinishedRespectsTheLimit) {
 
   std::vector<int> counts;
   for (int i = 0; i < 4; ++i) {
-    Result<int> n = store_->PurgeFinished(kNow, 2);
+    Result<Purged> n = store_->PurgeFinished(kNow, 2);
     ASSERT_TRUE(n.ok()) << n.status().ToString();
-    counts.push_back(*n);
+    counts.push_back(n->rows);
   }
   EXPECT_EQ(counts, (std::vector<int>{2, 2, 1, 0}));
   EXPECT_EQ(ListSeqs({}), (std::vector<int64_t>{6}));
@@ -999,6 +1008,175 @@ TEST_F(SqliteStoreTest, DataSurvivesCloseAndReopen) {
   EXPECT_EQ((*running)[0].seq, 78);
   EXPECT_EQ((*running)[0].token, 5u);
   EXPECT_EQ(Queue("email"), q);
+}
+
+TEST_F(SqliteStoreTest, PurgeFinishedReportsWhatItDeletedPerQueueAndState) {
+  const int64_t a = Queue("a");
+  const int64_t b = Queue("b");
+  InsertCommitted(Row(1, a, TaskState::kSucceeded, kNow - seconds(3)));
+  InsertCommitted(Row(2, a, TaskState::kSucceeded, kNow - seconds(2)));
+  InsertCommitted(Row(3, a, TaskState::kCancelled, kNow - seconds(1)));
+  InsertCommitted(Row(4, b, TaskState::kSucceeded, kNow));
+  InsertCommitted(Row(5, b, TaskState::kSucceeded, kNow + seconds(1)));  // not yet
+
+  Result<Purged> purged = store_->PurgeFinished(kNow, 100);
+  ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+  EXPECT_EQ(purged->rows, 4);
+  std::vector<std::tuple<int64_t, TaskState, int64_t>> got;
+  for (const Purged::Count& c : purged->by_queue) got.emplace_back(c.qid, c.state, c.n);
+  std::sort(got.begin(), got.end());
+  const std::vector<std::tuple<int64_t, TaskState, int64_t>> want = {
+      {a, TaskState::kSucceeded, 2}, {a, TaskState::kCancelled, 1}, {b, TaskState::kSucceeded, 1}};
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(SqliteStoreTest, QueueSettingsAndCountsPersist) {
+  const int64_t a = Queue("a");
+  const int64_t b = Queue("b");
+  Result<std::vector<QueueRow>> fresh = store_->Queues();
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_EQ(fresh->size(), 2u);
+  // A new queue has no settings, is not paused and counts nothing.
+  const QueueRow& q0 = (*fresh)[0];
+  EXPECT_FALSE(q0.settings.concurrency || q0.settings.max_attempts || q0.settings.backoff ||
+               q0.settings.retention);
+  EXPECT_FALSE(q0.paused);
+  EXPECT_EQ(q0.counts, (std::array<int64_t, 5>{}));
+
+  QueueSettings settings;
+  settings.concurrency = 3;
+  settings.max_attempts = 9;
+  settings.backoff = Backoff{std::chrono::milliseconds(5), std::chrono::minutes(2)};
+  settings.retention = hours(6);
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->SaveQueueSettings(a, settings, /*paused=*/true).ok());
+  ASSERT_TRUE(store_->SaveQueueCounts(a, {1, 2, 3, 4, 5}).ok());
+  ASSERT_TRUE(store_->SaveQueueCounts(b, {0, 0, 7, 0, 0}).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  // A rolled-back change is not kept.
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->SaveQueueCounts(b, {9, 9, 9, 9, 9}).ok());
+  store_->Rollback();
+
+  Reopen();
+  Result<std::vector<QueueRow>> queues = store_->Queues();
+  ASSERT_TRUE(queues.ok());
+  ASSERT_EQ(queues->size(), 2u);
+  const QueueRow& qa = (*queues)[0];
+  EXPECT_EQ(qa.qid, a);
+  EXPECT_EQ(qa.name, "a");
+  EXPECT_TRUE(qa.paused);
+  EXPECT_EQ(qa.settings.concurrency, 3);
+  EXPECT_EQ(qa.settings.max_attempts, 9);
+  EXPECT_EQ(qa.settings.backoff, settings.backoff);
+  EXPECT_EQ(qa.settings.retention, hours(6));
+  EXPECT_EQ(qa.counts, (std::array<int64_t, 5>{1, 2, 3, 4, 5}));
+  const QueueRow& qb = (*queues)[1];
+  EXPECT_FALSE(qb.paused);
+  EXPECT_FALSE(qb.settings.concurrency.has_value());
+  EXPECT_EQ(qb.counts, (std::array<int64_t, 5>{0, 0, 7, 0, 0}));
+
+  // Unsetting goes back to NULL; a zero retention is kept as zero.
+  QueueSettings fewer;
+  fewer.retention = Duration::zero();
+  ASSERT_TRUE(store_->SaveQueueSettings(a, fewer, false).ok());
+  Result<std::vector<QueueRow>> again = store_->Queues();
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE((*again)[0].settings.concurrency.has_value());
+  EXPECT_FALSE((*again)[0].settings.backoff.has_value());
+  EXPECT_EQ((*again)[0].settings.retention, Duration::zero());
+  EXPECT_FALSE((*again)[0].paused);
+}
+
+// Runs `sql` on its own connection to `path`.
+void ExecRaw(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string msg = err != nullptr ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("chronoq-migrate-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "old.db").string();
+  ExecRaw(path, test::kSchemaV1);
+  // Queue 1 has tasks in every state, queue 2 only dead ones, queue 3 none.
+  ExecRaw(path, R"sql(
+    INSERT INTO queues(qid, name) VALUES(1, 'mail'), (2, 'sms'), (3, 'idle');
+    INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name) VALUES
+      (1, 1, 0, 100, 0, 0, 25, '{}', NULL), (2, 1, 0, 200, 0, 0, 25, '{}', 'x'),
+      (3, 1, 1, 300, 0, 1, 25, '{}', NULL), (4, 1, 2, 400, 0, 1, 25, '{}', NULL),
+      (5, 1, 2, 500, 0, 1, 25, '{}', NULL), (6, 1, 2, 600, 0, 1, 25, '{}', NULL),
+      (7, 1, 3, 700, 0, 0, 25, '{}', NULL), (8, 1, 4, NULL, 0, 25, 25, '{}', NULL),
+      (9, 2, 4, NULL, 0, 3, 3, '{}', NULL), (10, 2, 4, NULL, 0, 3, 3, '{}', NULL);
+  )sql");
+
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    Result<StoreMeta> meta = (*store)->LoadMeta();
+    ASSERT_TRUE(meta.ok()) << meta.status().ToString();  // the version is current now
+    EXPECT_EQ(meta->next_token, 42u);
+    EXPECT_EQ(meta->max_seq, 10);
+
+    Result<std::vector<QueueRow>> queues = (*store)->Queues();
+    ASSERT_TRUE(queues.ok()) << queues.status().ToString();
+    ASSERT_EQ(queues->size(), 3u);
+    EXPECT_EQ((*queues)[0].counts, (std::array<int64_t, 5>{2, 1, 3, 1, 1}));
+    EXPECT_EQ((*queues)[1].counts, (std::array<int64_t, 5>{0, 0, 0, 0, 2}));
+    EXPECT_EQ((*queues)[2].counts, (std::array<int64_t, 5>{}));
+    EXPECT_FALSE((*queues)[0].paused);
+    EXPECT_FALSE((*queues)[0].settings.concurrency.has_value());
+
+    // Old rows have no target; new ones store one.
+    Result<std::optional<TaskRow>> old = (*store)->FindByName("x");
+    ASSERT_TRUE(old.ok() && old->has_value());
+    EXPECT_FALSE((*old)->target.has_value());
+    TaskRow row = Scheduled(11, 1, kNow);
+    row.target = R"({"url":"http://h/"})";
+    ASSERT_TRUE((*store)->Begin().ok());
+    ASSERT_TRUE((*store)->Insert(row).ok());
+    ASSERT_TRUE((*store)->SaveQueueSettings(3, QueueSettings{.concurrency = 2}, true).ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+    Result<std::optional<Store::ReadRow>> read = (*store)->ReadBySeq(11);
+    ASSERT_TRUE(read.ok() && read->has_value());
+    EXPECT_EQ((*read)->row.target, row.target);
+    EXPECT_EQ((*read)->queue, "mail");
+  }
+  // Opening again migrates nothing twice and keeps what was written.
+  Result<std::unique_ptr<Store>> again = OpenSqliteStore(path, Durability::kNormal);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  Result<std::vector<QueueRow>> queues = (*again)->Queues();
+  ASSERT_TRUE(queues.ok());
+  EXPECT_EQ((*queues)[0].counts, (std::array<int64_t, 5>{2, 1, 3, 1, 1}));
+  EXPECT_TRUE((*queues)[2].paused);
+  EXPECT_EQ((*queues)[2].settings.concurrency, 2);
+  again->reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SqliteStoreMigrationTest, RefusesANewerSchema) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("chronoq-newer-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string path = (dir / "new.db").string();
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+    ASSERT_TRUE(store.ok());
+  }
+  ExecRaw(path, "UPDATE meta SET v=99 WHERE k='schema'");
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->LoadMeta().status().code(), StatusCode::kFailedPrecondition);
+  store->reset();
+  std::filesystem::remove_all(dir);
 }
 
 // The WAL must not grow without bound while the store is written to: past

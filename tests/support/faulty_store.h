@@ -41,8 +41,12 @@ class FaultyStore final : public Store {
   Status ReleaseSavepoint() override { return inner_->ReleaseSavepoint(); }
   void RollbackToSavepoint() override { inner_->RollbackToSavepoint(); }
   Result<int64_t> QueueId(const std::string& name) override { return inner_->QueueId(name); }
-  Result<std::vector<std::pair<int64_t, std::string>>> Queues() override {
-    return inner_->Queues();
+  Result<std::vector<QueueRow>> Queues() override { return inner_->Queues(); }
+  Status SaveQueueSettings(int64_t qid, const QueueSettings& settings, bool paused) override {
+    return inner_->SaveQueueSettings(qid, settings, paused);
+  }
+  Status SaveQueueCounts(int64_t qid, const std::array<int64_t, 5>& counts) override {
+    return inner_->SaveQueueCounts(qid, counts);
   }
   Result<bool> Insert(const TaskRow& row) override { return inner_->Insert(row); }
   Status Overwrite(const TaskRow& row) override { return inner_->Overwrite(row); }
@@ -80,7 +84,7 @@ class FaultyStore final : public Store {
     return inner_->NextScheduledBucket(from_bucket);
   }
   Result<std::vector<TaskRow>> LoadRunning() override { return inner_->LoadRunning(); }
-  Result<int> PurgeFinished(Timestamp before, int limit) override {
+  Result<Purged> PurgeFinished(Timestamp before, int limit) override {
     return inner_->PurgeFinished(before, limit);
   }
   Result<std::optional<Timestamp>> NextPurgeDue() override { return inner_->NextPurgeDue(); }

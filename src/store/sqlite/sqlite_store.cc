@@ -20,9 +20,28 @@ namespace {
 // store.h). Generated-id tasks pay for exactly one index (state, due bucket);
 // the unique index on client-chosen names is partial, so it costs them nothing.
 // Queries must spell the bucket exactly as the index does: CHRONOQ_BUCKET.
+//
+// `queues` holds each queue's settings (NULL: the engine default), its paused
+// flag and the number of its tasks in each state (n_<state>), which the engine
+// keeps in memory and writes for the queues each transaction touched. `target`
+// (a webhook, as compact JSON) is NULL for most tasks and then costs one
+// record-header byte.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS queues(qid INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS queues(
+  qid INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  paused INTEGER NOT NULL DEFAULT 0,
+  concurrency INTEGER,
+  max_attempts INTEGER,
+  backoff_base INTEGER,
+  backoff_cap INTEGER,
+  retention INTEGER,
+  n_scheduled INTEGER NOT NULL DEFAULT 0,
+  n_running INTEGER NOT NULL DEFAULT 0,
+  n_succeeded INTEGER NOT NULL DEFAULT 0,
+  n_cancelled INTEGER NOT NULL DEFAULT 0,
+  n_dead INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS tasks(
   seq INTEGER PRIMARY KEY,
   qid INTEGER NOT NULL,
@@ -38,13 +57,41 @@ CREATE TABLE IF NOT EXISTS tasks(
   last_error TEXT,
   updated INTEGER,
   backoff_base INTEGER,
-  backoff_cap INTEGER);
+  backoff_cap INTEGER,
+  target TEXT);
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks(state, (due >> 26));
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
-INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 1), ('next_token', 1);
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 2), ('next_token', 1);
 )sql";
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
+
+// Schema 1 -> 2: queue settings, paused flag and counts; task targets. The
+// columns are added in the order kSchema declares them, so a migrated database
+// is laid out like a new one. The counts are computed once, by one scan of
+// the table (SQLite rewrites nothing for ADD COLUMN: old rows read the
+// defaults). UPDATE ... FROM needs SQLite 3.33.
+constexpr const char* kMigrateFrom1 = R"sql(
+ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queues ADD COLUMN concurrency INTEGER;
+ALTER TABLE queues ADD COLUMN max_attempts INTEGER;
+ALTER TABLE queues ADD COLUMN backoff_base INTEGER;
+ALTER TABLE queues ADD COLUMN backoff_cap INTEGER;
+ALTER TABLE queues ADD COLUMN retention INTEGER;
+ALTER TABLE queues ADD COLUMN n_scheduled INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queues ADD COLUMN n_running INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queues ADD COLUMN n_succeeded INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queues ADD COLUMN n_cancelled INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queues ADD COLUMN n_dead INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tasks ADD COLUMN target TEXT;
+UPDATE queues SET n_scheduled=c.n0, n_running=c.n1, n_succeeded=c.n2, n_cancelled=c.n3, n_dead=c.n4
+  FROM (SELECT qid, sum(state=0) AS n0, sum(state=1) AS n1, sum(state=2) AS n2,
+               sum(state=3) AS n3, sum(state=4) AS n4
+        FROM tasks GROUP BY qid) AS c
+  WHERE c.qid = queues.qid;
+UPDATE meta SET v=2 WHERE k='schema';
+)sql";
+
 // Rows per batched claim or acknowledgement statement ("seq IN (...)"); unused
 // slots are bound to NULL, which matches nothing. Fewer statements per task
 // was worth about a third of the claim/ack path's time.
@@ -63,7 +110,7 @@ constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
 // The task columns in Stmt::Row() order.
 #define CHRONOQ_TASK_COLS                                                                \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, " \
-  "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap"
+  "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target"
 
 int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
 Timestamp FromMicros(int64_t v) { return Timestamp(Duration(v)); }
@@ -171,6 +218,7 @@ class Stmt {
     r.updated = OptTime(12);
     if (!IsNull(13)) r.backoff_base = Duration(Int(13));
     if (!IsNull(14)) r.backoff_cap = Duration(Int(14));
+    r.target = OptText(15);
     return r;
   }
 
@@ -252,6 +300,7 @@ class SqliteStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY"));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kJournalSizeLimit));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kSchema));
+    CHRONOQ_RETURN_IF_ERROR(Migrate());
     CHRONOQ_ASSIGN_OR_RETURN(reader_, OpenConnection(path, /*writer=*/false));
     CHRONOQ_RETURN_IF_ERROR(Exec(reader_, "PRAGMA query_only=1"));
     CHRONOQ_ASSIGN_OR_RETURN(checkpoint_db_, OpenConnection(path, /*writer=*/false));
@@ -263,6 +312,30 @@ class SqliteStore final : public Store {
       Checkpointer();
     });
     return Prepare();
+  }
+
+  // Brings an older database up to kSchemaVersion, all or nothing. A newer
+  // one is left alone (LoadMeta refuses it).
+  Status Migrate() {
+    CHRONOQ_RETURN_IF_ERROR(Exec(writer_, "BEGIN IMMEDIATE"));
+    Stmt q;
+    Status s = q.Prepare(writer_, "SELECT v FROM meta WHERE k='schema'");
+    int64_t version = kSchemaVersion;
+    if (s.ok()) {
+      if (q.Step() == SQLITE_ROW) {
+        version = q.Int(0);
+      } else {
+        s = SqlError(writer_, "read schema version");
+      }
+      q.Reset();
+    }
+    if (s.ok() && version == 1) {
+      spdlog::info("migrating the database from schema 1 to {}", kSchemaVersion);
+      s = Exec(writer_, kMigrateFrom1);
+    }
+    if (s.ok()) s = Exec(writer_, "COMMIT");
+    if (!s.ok()) Exec(writer_, "ROLLBACK").IgnoreError();
+    return s;
   }
 
   Result<StoreMeta> LoadMeta() override {
@@ -305,14 +378,46 @@ class SqliteStore final : public Store {
     return static_cast<int64_t>(sqlite3_last_insert_rowid(writer_));
   }
 
-  Result<std::vector<std::pair<int64_t, std::string>>> Queues() override {
-    std::vector<std::pair<int64_t, std::string>> out;
+  Result<std::vector<QueueRow>> Queues() override {
+    std::vector<QueueRow> out;
     Stmt& s = w_.queues.Reset();
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Int(0), s.Text(1));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      QueueRow q;
+      q.qid = s.Int(0);
+      q.name = s.Text(1);
+      q.paused = s.Int(2) != 0;
+      if (!s.IsNull(3)) q.settings.concurrency = static_cast<int>(s.Int(3));
+      if (!s.IsNull(4)) q.settings.max_attempts = static_cast<int>(s.Int(4));
+      if (!s.IsNull(5) && !s.IsNull(6)) {
+        q.settings.backoff = Backoff{Duration(s.Int(5)), Duration(s.Int(6))};
+      }
+      if (!s.IsNull(7)) q.settings.retention = Duration(s.Int(7));
+      for (int i = 0; i < 5; ++i) q.counts[static_cast<size_t>(i)] = s.Int(8 + i);
+      out.push_back(std::move(q));
+    }
     s.Reset();
     if (rc != SQLITE_DONE) return SqlError(writer_, "list queues");
     return out;
+  }
+
+  Status SaveQueueSettings(int64_t qid, const QueueSettings& q, bool paused) override {
+    Stmt& s = w_.queue_settings.Reset();
+    s.Bind(1, qid).Bind(2, int64_t{paused ? 1 : 0});
+    if (q.concurrency) s.Bind(3, static_cast<int64_t>(*q.concurrency));
+    if (q.max_attempts) s.Bind(4, static_cast<int64_t>(*q.max_attempts));
+    if (q.backoff) {
+      s.Bind(5, static_cast<int64_t>(q.backoff->base.count()));
+      s.Bind(6, static_cast<int64_t>(q.backoff->cap.count()));
+    }
+    if (q.retention) s.Bind(7, static_cast<int64_t>(q.retention->count()));
+    return s.Run("save queue settings");
+  }
+
+  Status SaveQueueCounts(int64_t qid, const std::array<int64_t, 5>& counts) override {
+    Stmt& s = w_.queue_counts.Reset().Bind(1, qid);
+    for (int i = 0; i < 5; ++i) s.Bind(2 + i, counts[static_cast<size_t>(i)]);
+    return s.Run("save queue counts");
   }
 
   Result<bool> Insert(const TaskRow& r) override {
@@ -422,10 +527,27 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  Result<int> PurgeFinished(Timestamp before, int limit) override {
-    CHRONOQ_RETURN_IF_ERROR(
-        w_.purge.Reset().Bind(1, before).Bind(2, limit).Bind(3, DueBucket(before)).Run("purge"));
-    return sqlite3_changes(writer_);
+  Result<Purged> PurgeFinished(Timestamp before, int limit) override {
+    Purged out;
+    Stmt& s = w_.purge.Reset().Bind(1, before).Bind(2, limit).Bind(3, DueBucket(before));
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      ++out.rows;
+      const int64_t qid = s.Int(0);
+      const auto state = static_cast<TaskState>(s.Int(1));
+      // A chunk is usually of one or two queues: a linear search is enough.
+      auto it = std::find_if(out.by_queue.begin(), out.by_queue.end(), [&](const Purged::Count& c) {
+        return c.qid == qid && c.state == state;
+      });
+      if (it == out.by_queue.end()) {
+        out.by_queue.push_back({qid, state, 1});
+      } else {
+        ++it->n;
+      }
+    }
+    s.Reset();
+    if (rc != SQLITE_DONE) return SqlError(writer_, "purge");
+    return out;
   }
 
   Result<std::optional<Timestamp>> NextPurgeDue() override {
@@ -477,7 +599,7 @@ class SqliteStore final : public Store {
   }
 
  private:
-  static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(15)}; }
+  static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(16)}; }
 
   // Called by SQLite on the writer thread after each commit with the number
   // of pages in the WAL.
@@ -533,7 +655,7 @@ class SqliteStore final : public Store {
     s.Bind(5, static_cast<int64_t>(r.priority)).Bind(6, static_cast<int64_t>(r.attempt));
     s.Bind(7, static_cast<int64_t>(r.max_attempts)).Bind(8, r.payload).Bind(9, r.name);
     s.Bind(10, r.run_at).Bind(11, r.token).Bind(12, r.last_error).Bind(13, r.updated);
-    s.Bind(14, r.backoff_base).Bind(15, r.backoff_cap);
+    s.Bind(14, r.backoff_base).Bind(15, r.backoff_cap).Bind(16, r.target);
   }
 
   // "(?first,?first+1,...)" with kRowBatch parameters.
@@ -566,15 +688,24 @@ class SqliteStore final : public Store {
         {&w_.rollback_to, "ROLLBACK TO batch"},
         {&w_.queue_id, "SELECT qid FROM queues WHERE name = ?1"},
         {&w_.queue_add, "INSERT INTO queues(name) VALUES(?1)"},
-        {&w_.queues, "SELECT qid, name FROM queues ORDER BY qid"},
+        {&w_.queues,
+         "SELECT qid, name, paused, concurrency, max_attempts, backoff_base, backoff_cap,"
+         " retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead"
+         " FROM queues ORDER BY qid"},
+        {&w_.queue_settings,
+         "UPDATE queues SET paused=?2, concurrency=?3, max_attempts=?4, backoff_base=?5,"
+         " backoff_cap=?6, retention=?7 WHERE qid=?1"},
+        {&w_.queue_counts,
+         "UPDATE queues SET n_scheduled=?2, n_running=?3, n_succeeded=?4, n_cancelled=?5,"
+         " n_dead=?6 WHERE qid=?1"},
         {&w_.insert,
          "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
-         " run_at, token, last_error, updated, backoff_base, backoff_cap)"
-         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"},
+         " run_at, token, last_error, updated, backoff_base, backoff_cap, target)"
+         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"},
         {&w_.overwrite,
          "UPDATE tasks SET qid=?2, state=?3, due=?4, prio=?5, attempt=?6, max_attempts=?7,"
          " payload=?8, name=?9, run_at=?10, token=?11, last_error=?12, updated=?13,"
-         " backoff_base=?14, backoff_cap=?15 WHERE seq=?1"},
+         " backoff_base=?14, backoff_cap=?15, target=?16 WHERE seq=?1"},
         {&w_.remove, "DELETE FROM tasks WHERE seq = ?1"},
         {&w_.by_seq, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.seq = ?1"},
         {&w_.by_name, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.name = ?1"},
@@ -600,7 +731,7 @@ class SqliteStore final : public Store {
         {&w_.load_running, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.state=1"},
         {&w_.purge,
          "DELETE FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE state IN (2,3) "
-         "AND " CHRONOQ_BUCKET " <= ?3 AND due <= ?1 LIMIT ?2)"},
+         "AND " CHRONOQ_BUCKET " <= ?3 AND due <= ?1 LIMIT ?2) RETURNING qid, state"},
         {&w_.next_purge,
          "SELECT " CHRONOQ_BUCKET " FROM tasks WHERE state=?1 ORDER BY " CHRONOQ_BUCKET " LIMIT 1"},
     };
@@ -618,7 +749,7 @@ class SqliteStore final : public Store {
   sqlite3* reader_ = nullptr;
   struct WriterStatements {
     Stmt begin, commit, rollback, savepoint, release, rollback_to;
-    Stmt queue_id, queue_add, queues;
+    Stmt queue_id, queue_add, queues, queue_settings, queue_counts;
     Stmt insert, overwrite, remove, by_seq, by_name, mark_running, read_claimed, move, set_due,
         mark_succeeded, set_payload, save_token;
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;

@@ -1,0 +1,80 @@
+// chronoq/queue.h: per-queue settings, a queue's live view, engine statistics.
+//
+// A queue exists once it has had a task, a claim or settings. Its settings
+// and paused flag are durable; unset settings take the engine's defaults
+// (EngineOptions). The counts are exact and kept in memory, so reading them
+// scans nothing.
+//
+//   chronoq::QueueSettings s;
+//   s.concurrency = 4;                      // at most 4 of its tasks running
+//   s.retention = std::chrono::hours(1);    // finished tasks go after an hour
+//   auto q = engine->ConfigureQueue("emails", s);
+//   engine->PauseQueue("emails", true);     // claims get nothing until resumed
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chronoq/clock.h"
+#include "chronoq/task.h"
+
+namespace chronoq {
+
+// Limits on queue settings.
+inline constexpr int kMaxQueueConcurrency = 100'000;
+inline constexpr Duration kMaxQueueBackoffCap = std::chrono::hours(24 * 7);
+inline constexpr Duration kMaxQueueRetention = std::chrono::hours(24 * 3650);
+
+// Per-queue settings; unset fields take the engine default.
+struct QueueSettings {
+  // At most this many tasks of the queue running at once (1-100000).
+  std::optional<int> concurrency;
+  // For tasks enqueued without one (1-1000).
+  std::optional<int> max_attempts;
+  // For tasks enqueued without one (base >= 1 ms, cap >= base, cap <= 7 days).
+  std::optional<Backoff> backoff;
+  // How long succeeded/cancelled tasks stay (0 - 3650 days). Applies to
+  // tasks that finish after it is set: a task's purge time is fixed when it
+  // finishes.
+  std::optional<Duration> retention;
+};
+
+struct QueueInfo {
+  std::string name;
+  // Tasks by state, indexed by static_cast<int>(TaskState): scheduled,
+  // running, succeeded, cancelled, dead.
+  std::array<int64_t, 5> counts{};
+  bool paused = false;
+  // How late the earliest due scheduled task is (now - its run_at); zero when
+  // none is due. Known only for tasks in the engine's look-ahead window: a
+  // queue whose earliest task is not in memory is not late.
+  Duration oldest_due_lateness{};
+  // As configured: unset fields take the engine default.
+  QueueSettings settings;
+};
+
+// Counters since the engine started, and histograms, for /metrics.
+struct EngineStats {
+  uint64_t enqueued = 0;  // tasks stored by enqueue (not the ignored ones)
+  uint64_t acked = 0;     // tasks that succeeded
+  uint64_t failed = 0;    // failed attempts (fail() or lapsed lease), whether retried or buried
+  uint64_t dead = 0;      // tasks that went dead
+  uint64_t commits = 0;
+  // Bucket upper bounds and cumulative counts (Prometheus style: counts[i] =
+  // observations <= bounds[i]; the last count is +Inf = total), plus sum.
+  struct Histogram {
+    std::vector<double> bounds;
+    std::vector<uint64_t> counts;
+    double sum = 0;
+    uint64_t total = 0;
+  };
+  // Operations answered per commit (bounds 1,2,4,...,4096); a commit of
+  // time-driven work alone (lease lapses, purges) counts 0.
+  Histogram commit_ops;
+  Histogram dispatch_lateness_s;  // for each claimed task: claim time - run_at, in seconds
+};
+
+}  // namespace chronoq

@@ -1,0 +1,846 @@
+#include "cli/commands.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "chronoq/time.h"
+
+#include "cli/http_client.h"
+
+#ifndef CHRONOQ_VERSION
+#define CHRONOQ_VERSION "unknown"
+#endif
+
+namespace chronoq::cli {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kDefaultUrl = "http://127.0.0.1:7070";
+const std::vector<std::string> kStates = {"scheduled", "running", "succeeded", "cancelled", "dead"};
+
+// ---------------------------------------------------------------------------
+// Local validation. Errors are InvalidArgument naming the flag, so the message
+// reads "--delay: not a duration (...)".
+
+// A duration flag in whole milliseconds, as the wire wants it.
+Result<int64_t> ParseMillis(std::string_view text, std::string_view flag) {
+  CHRONOQ_ASSIGN_OR_RETURN(Duration d, ParseDuration(text, flag));
+  if (d % std::chrono::milliseconds(1) != Duration::zero()) {
+    return Status::InvalidArgument(flag, "use whole milliseconds");
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+// A time flag: RFC 3339 (sent as written) or integer epoch milliseconds.
+Result<json> ParseRunAt(std::string_view text, std::string_view flag) {
+  int64_t ms = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec == std::errc() && end == text.data() + text.size() && !text.empty()) return json(ms);
+  const Result<Timestamp> t = ParseTime(text, flag);
+  if (!t.ok()) {
+    return Status::InvalidArgument(flag, "not an RFC 3339 time (2026-11-22T03:00:00Z) or epoch ms");
+  }
+  return json(std::string(text));
+}
+
+// A lease token: a positive integer.
+Result<uint64_t> ParseToken(std::string_view text) {
+  uint64_t token = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), token);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+    return Status::InvalidArgument("--token", "not a lease token (a positive integer)");
+  }
+  return token;
+}
+
+Result<json> ParseJson(const std::string& text, std::string_view flag) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
+    const std::string what = e.what();
+    const size_t at = what.find("at line ");
+    const std::string where =
+        at == std::string::npos ? "" : " (" + what.substr(at, what.find(':', at) - at) + ")";
+    return Status::InvalidArgument(flag, "not valid JSON" + where);
+  }
+}
+
+Result<std::string> ReadAll(std::istream& in, std::string_view what) {
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return Status::InvalidArgument(what, "cannot read");
+  return text;
+}
+
+Result<std::string> ReadFile(const std::string& path, std::string_view flag) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return Status::InvalidArgument(
+        flag,
+        "cannot read " + path + ": " + std::error_code(errno, std::generic_category()).message());
+  }
+  return ReadAll(file, flag);
+}
+
+// ---------------------------------------------------------------------------
+// Output helpers.
+
+// A task field for display: strings as they are, other JSON compact, "-" for
+// null or missing.
+std::string Show(const json& j, const std::string& key) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return "-";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+// j[key], or null when `j` is not an object or has no such member.
+json Member(const json& j, const std::string& key) {
+  if (!j.is_object()) return nullptr;
+  const auto it = j.find(key);
+  return it == j.end() ? json() : *it;
+}
+
+// "850ms", "12.3s", "4m05s", "2h10m", "3d4h".
+std::string ShowMillis(const json& ms) {
+  if (!ms.is_number()) return "-";
+  const int64_t v = ms.get<int64_t>();
+  char buf[48];
+  if (v < 1000) {
+    std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(v));
+  } else if (v < 60'000) {
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(v) / 1000);
+  } else if (v < 3'600'000) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(v / 60'000),
+                  static_cast<long long>(v / 1000 % 60));
+  } else if (v < 86'400'000) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(v / 3'600'000),
+                  static_cast<long long>(v / 60'000 % 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd%lldh", static_cast<long long>(v / 86'400'000),
+                  static_cast<long long>(v / 3'600'000 % 24));
+  }
+  return buf;
+}
+
+// Prints rows[0] as the header and pads every column but the last.
+void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line.append(width[i] - row[i].size() + 2, ' ');
+    }
+    out << line << "\n";
+  }
+}
+
+void PrintTaskTable(std::ostream& out, const json& tasks) {
+  if (!tasks.is_array() || tasks.empty()) {
+    out << "no tasks\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows = {{"ID", "QUEUE", "STATE", "RUN_AT", "ATTEMPT"}};
+  for (const json& t : tasks) {
+    rows.push_back({Show(t, "id"), Show(t, "queue"), Show(t, "state"), Show(t, "run_at"),
+                    Show(t, "attempt") + "/" + Show(t, "max_attempts")});
+  }
+  PrintTable(out, rows);
+}
+
+void PrintTask(std::ostream& out, const json& t) {
+  std::vector<std::vector<std::string>> rows = {
+      {"id", Show(t, "id")},
+      {"queue", Show(t, "queue")},
+      {"state", Show(t, "state")},
+      {"run_at", Show(t, "run_at")},
+      {"attempt", Show(t, "attempt") + "/" + Show(t, "max_attempts")},
+      {"priority", Show(t, "priority")},
+      {"last_error", Show(t, "last_error")},
+      {"created_at", Show(t, "created_at")},
+      {"updated_at", Show(t, "updated_at")},
+  };
+  if (t.contains("token")) rows.push_back({"token", Show(t, "token")});
+  if (t.contains("lease_until")) rows.push_back({"lease_until", Show(t, "lease_until")});
+  rows.push_back({"payload", t.contains("payload") ? t["payload"].dump() : "-"});
+  for (auto& row : rows) row[0] += ":";
+  PrintTable(out, rows);
+}
+
+// ---------------------------------------------------------------------------
+// Talking to the server.
+
+struct Reply {
+  int status = 0;
+  std::string raw;  // the body as received
+  json body;        // parsed; an empty body reads as {}
+};
+
+// One invocation's connection, credentials and output mode.
+class Session {
+ public:
+  Session(const CliIo& io, HttpClient& client, std::string token, bool json_output)
+      : io_(io), client_(client), token_(std::move(token)), json_output_(json_output) {}
+
+  const CliIo& io() const { return io_; }
+  bool json_output() const { return json_output_; }
+  HttpClient& client() { return client_; }
+
+  // Sends a request. On success (2xx with a JSON body) fills `reply` and
+  // returns kExitOk; otherwise prints the error and returns the exit code.
+  int Call(std::string_view method, const std::string& target, const json* body, Reply& reply) {
+    HttpHeaders headers = {{"Accept", "application/json"},
+                           {"User-Agent", "chronoq/" CHRONOQ_VERSION}};
+    std::string text;
+    if (body != nullptr) {
+      headers.emplace_back("Content-Type", "application/json");
+      try {
+        text = body->dump();
+      } catch (const json::type_error&) {
+        io_.err << "error: arguments must be valid UTF-8\n";
+        return kExitUsage;
+      }
+    }
+    if (!token_.empty()) headers.emplace_back("Authorization", "Bearer " + token_);
+    Result<HttpResponse> r = client_.Send(method, target, text, headers);
+    if (!r.ok()) {
+      io_.err << "error: " << r.status().message() << "\n";
+      return kExitUnreachable;
+    }
+    reply.status = r->status;
+    reply.raw = std::move(r->body);
+    if (reply.status < 200 || reply.status > 299) {
+      PrintServerError(reply);
+      return kExitServerError;
+    }
+    if (reply.raw.empty()) {
+      reply.body = json::object();
+      return kExitOk;
+    }
+    reply.body = json::parse(reply.raw, nullptr, /*allow_exceptions=*/false);
+    if (reply.body.is_discarded()) {
+      io_.err << "error: the server's answer (HTTP " << reply.status << ") is not JSON\n";
+      return kExitServerError;
+    }
+    return kExitOk;
+  }
+
+  // Call(), then prints either the raw JSON (--json) or `human(body)`.
+  int Simple(std::string_view method, const std::string& target, const json* body,
+             const std::function<void(const Reply&)>& human) {
+    Reply reply;
+    if (const int code = Call(method, target, body, reply); code != kExitOk) return code;
+    if (json_output_) {
+      PrintRaw(reply.raw);
+    } else {
+      human(reply);
+    }
+    return kExitOk;
+  }
+
+  void PrintRaw(const std::string& raw) {
+    io_.out << raw;
+    if (raw.empty() || raw.back() != '\n') io_.out << "\n";
+  }
+
+ private:
+  // "error: not_found: task share:42 does not exist (field id)", or for a
+  // body that is not chronoq's error shape, "error: HTTP 502: <first line>".
+  void PrintServerError(const Reply& reply) {
+    const json body = json::parse(reply.raw, nullptr, /*allow_exceptions=*/false);
+    if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+      const json& e = body["error"];
+      io_.err << "error: " << Show(e, "code") << ": " << Show(e, "message");
+      if (e.contains("field") && e["field"].is_string() && !e["field"].get<std::string>().empty()) {
+        io_.err << " (field " << e["field"].get<std::string>() << ")";
+      }
+      io_.err << "\n";
+      return;
+    }
+    std::string line = reply.raw.substr(0, reply.raw.find('\n'));
+    if (line.size() > 200) line = line.substr(0, 200) + "...";
+    io_.err << "error: HTTP " << reply.status << (line.empty() ? "" : ": " + line) << "\n";
+  }
+
+  const CliIo& io_;
+  HttpClient& client_;
+  const std::string token_;
+  const bool json_output_;
+};
+
+std::string TaskPath(const std::string& id) { return "/v1/tasks/" + PercentEncode(id); }
+std::string QueuePath(const std::string& queue) { return "/v1/queues/" + PercentEncode(queue); }
+
+// ---------------------------------------------------------------------------
+// The command line.
+
+// Every flag's value. CLI11 writes here while parsing.
+struct Args {
+  std::string url;
+  std::string token_file;
+  std::string timeout = "30s";
+  bool json = false;
+
+  std::string id;
+  std::string queue;
+  std::string payload;
+  std::string payload_file;
+  std::string run_at;
+  std::string delay;
+  std::string on_conflict;
+  int max_attempts = 0;
+  int priority = 0;
+  std::string state;
+  int limit = 0;
+  std::string cursor;
+  bool all = false;
+  int max = 1;
+  std::string lease = "30s";
+  std::string wait = "0";
+  std::string token;
+  std::string error;
+  std::string retry_in;
+  int concurrency = 0;
+  std::string backoff_base;
+  std::string backoff_cap;
+  std::string retention;
+};
+
+bool Given(const CLI::Option* opt) { return opt != nullptr && opt->count() > 0; }
+
+// A subcommand and what it does once the command line parsed.
+struct Command {
+  CLI::App* app;
+  std::function<int(Session&)> run;
+};
+
+// Reports a local validation error: exit 2, nothing sent.
+int Usage(const CliIo& io, const Status& s) {
+  io.err << "error: " << s.message() << "\n";
+  return kExitUsage;
+}
+
+// Unwraps a Result inside a command, or returns exit 2 from it.
+#define CHRONOQ_CLI_ASSIGN_OR_USAGE(lhs, expr, io) \
+  CHRONOQ_CLI_ASSIGN_OR_USAGE_IMPL_(CHRONOQ_CONCAT_(cli_result_, __LINE__), lhs, expr, io)
+#define CHRONOQ_CLI_ASSIGN_OR_USAGE_IMPL_(tmp, lhs, expr, io) \
+  auto tmp = (expr);                                          \
+  if (!tmp.ok()) return Usage(io, tmp.status());              \
+  lhs = std::move(tmp).value()
+
+// The payload from --payload or --payload-file ('-': stdin), if given.
+Result<std::optional<json>> ReadPayload(const Args& a, const CLI::Option* payload,
+                                        const CLI::Option* payload_file, const CliIo& io) {
+  std::string text;
+  std::string_view flag;
+  if (Given(payload)) {
+    flag = "--payload";
+    if (a.payload == "-") {
+      CHRONOQ_ASSIGN_OR_RETURN(text, ReadAll(io.in, "stdin"));
+    } else {
+      text = a.payload;
+    }
+  } else if (Given(payload_file)) {
+    flag = "--payload-file";
+    if (a.payload_file == "-") {
+      CHRONOQ_ASSIGN_OR_RETURN(text, ReadAll(io.in, "stdin"));
+    } else {
+      CHRONOQ_ASSIGN_OR_RETURN(text, ReadFile(a.payload_file, flag));
+    }
+  } else {
+    return std::optional<json>();
+  }
+  CHRONOQ_ASSIGN_OR_RETURN(json parsed, ParseJson(text, flag));
+  return std::optional<json>(std::move(parsed));
+}
+
+// The --run-at and --delay flags of a command (mutually exclusive).
+struct When {
+  CLI::Option* run_at;
+  CLI::Option* delay;
+};
+
+When AddWhen(CLI::App* cmd, Args& a) {
+  CLI::Option* run_at =
+      cmd->add_option("--run-at", a.run_at, "When to run: RFC 3339 time or epoch ms")
+          ->type_name("TIME");
+  CLI::Option* delay =
+      cmd->add_option("--delay", a.delay, "When to run: after this long (90s, 5m, 7d)")
+          ->type_name("DUR");
+  delay->excludes(run_at);
+  return {run_at, delay};
+}
+
+// Sets body.run_at or body.delay_ms from the flags, if given.
+Status PutWhen(const Args& a, When when, json& body) {
+  if (Given(when.run_at)) {
+    CHRONOQ_ASSIGN_OR_RETURN(body["run_at"], ParseRunAt(a.run_at, "--run-at"));
+  }
+  if (Given(when.delay)) {
+    CHRONOQ_ASSIGN_OR_RETURN(body["delay_ms"], ParseMillis(a.delay, "--delay"));
+  }
+  return Status::Ok();
+}
+
+std::vector<Command> AddCommands(CLI::App& app, Args& a) {
+  std::vector<Command> commands;
+  const auto add = [&](CLI::App* cmd, std::function<int(Session&)> run) {
+    commands.push_back({cmd, std::move(run)});
+  };
+
+  // enqueue
+  {
+    CLI::App* cmd = app.add_subcommand("enqueue", "Schedule a task");
+    cmd->add_option("--queue,-q", a.queue, "Queue name")->type_name("QUEUE")->required();
+    CLI::Option* payload =
+        cmd->add_option("--payload", a.payload, "Payload as JSON text ('-' reads stdin)")
+            ->type_name("JSON");
+    CLI::Option* payload_file = cmd->add_option("--payload-file", a.payload_file,
+                                                "File holding the JSON payload ('-' is stdin)")
+                                    ->type_name("FILE");
+    payload_file->excludes(payload);
+    const When when = AddWhen(cmd, a);
+    CLI::Option* id =
+        cmd->add_option("--id", a.id, "Task id (default: generated)")->type_name("ID");
+    CLI::Option* on_conflict =
+        cmd->add_option("--on-conflict", a.on_conflict, "When --id names an unfinished task")
+            ->check(CLI::IsMember({"reject", "ignore", "replace"}));
+    CLI::Option* max_attempts =
+        cmd->add_option("--max-attempts", a.max_attempts, "Attempt limit")->type_name("N");
+    CLI::Option* priority =
+        cmd->add_option("--priority", a.priority, "Lower runs first among equally due tasks")
+            ->type_name("N");
+    add(cmd, [=, &a](Session& s) {
+      const CliIo& io = s.io();
+      json body = {{"queue", a.queue}};
+      CHRONOQ_CLI_ASSIGN_OR_USAGE(std::optional<json> p, ReadPayload(a, payload, payload_file, io),
+                                  io);
+      if (p.has_value()) body["payload"] = std::move(*p);
+      if (Status st = PutWhen(a, when, body); !st.ok()) return Usage(io, st);
+      if (Given(id)) body["id"] = a.id;
+      if (Given(on_conflict)) body["on_conflict"] = a.on_conflict;
+      if (Given(max_attempts)) body["max_attempts"] = a.max_attempts;
+      if (Given(priority)) body["priority"] = a.priority;
+      return s.Simple("POST", "/v1/tasks", &body, [&](const Reply& r) {
+        if (r.status == 201) {
+          io.out << "enqueued " << Show(r.body, "id") << ", due " << Show(r.body, "run_at") << "\n";
+        } else {
+          io.out << "kept " << Show(r.body, "id") << " (already " << Show(r.body, "state")
+                 << "), due " << Show(r.body, "run_at") << "\n";
+        }
+      });
+    });
+  }
+
+  // get / cancel / retry: one task id.
+  {
+    CLI::App* cmd = app.add_subcommand("get", "Show a task");
+    cmd->add_option("id", a.id, "Task id")->type_name("")->required();
+    add(cmd, [&a](Session& s) {
+      return s.Simple("GET", TaskPath(a.id), nullptr,
+                      [&](const Reply& r) { PrintTask(s.io().out, r.body); });
+    });
+  }
+  {
+    CLI::App* cmd = app.add_subcommand("cancel", "Cancel a scheduled task");
+    cmd->add_option("id", a.id, "Task id")->type_name("")->required();
+    add(cmd, [&a](Session& s) {
+      return s.Simple("DELETE", TaskPath(a.id), nullptr, [&](const Reply& r) {
+        s.io().out << "cancelled " << Show(r.body, "id") << "\n";
+      });
+    });
+  }
+  {
+    CLI::App* cmd = app.add_subcommand("reschedule", "Move a scheduled task");
+    cmd->add_option("id", a.id, "Task id")->type_name("")->required();
+    const When when = AddWhen(cmd, a);
+    CLI::Option* payload =
+        cmd->add_option("--payload", a.payload, "New payload as JSON text")->type_name("JSON");
+    add(cmd, [=, &a](Session& s) {
+      const CliIo& io = s.io();
+      if (!Given(when.run_at) && !Given(when.delay)) {
+        return Usage(io, Status::InvalidArgument("reschedule", "give --run-at or --delay"));
+      }
+      json body = json::object();
+      if (Status st = PutWhen(a, when, body); !st.ok()) return Usage(io, st);
+      CHRONOQ_CLI_ASSIGN_OR_USAGE(std::optional<json> p, ReadPayload(a, payload, nullptr, io), io);
+      if (p.has_value()) body["payload"] = std::move(*p);
+      return s.Simple("PATCH", TaskPath(a.id), &body, [&](const Reply& r) {
+        io.out << "rescheduled " << Show(r.body, "id") << ", due " << Show(r.body, "run_at")
+               << "\n";
+      });
+    });
+  }
+  {
+    CLI::App* cmd = app.add_subcommand("retry", "Schedule a dead task again, now");
+    cmd->add_option("id", a.id, "Task id")->type_name("")->required();
+    add(cmd, [&a](Session& s) {
+      const json body = json::object();
+      return s.Simple("POST", TaskPath(a.id) + "/retry", &body, [&](const Reply& r) {
+        s.io().out << "requeued " << Show(r.body, "id") << ", due " << Show(r.body, "run_at")
+                   << "\n";
+      });
+    });
+  }
+
+  // list
+  {
+    CLI::App* cmd = app.add_subcommand("list", "List tasks");
+    CLI::Option* queue =
+        cmd->add_option("--queue,-q", a.queue, "Only this queue")->type_name("QUEUE");
+    CLI::Option* state =
+        cmd->add_option("--state", a.state, "Only this state")->check(CLI::IsMember(kStates));
+    CLI::Option* limit = cmd->add_option("--limit", a.limit, "Tasks per page")->type_name("N");
+    CLI::Option* cursor =
+        cmd->add_option("--cursor", a.cursor, "Start from this page cursor")->type_name("CURSOR");
+    CLI::Option* all = cmd->add_flag("--all", a.all, "Follow the cursor to the last page");
+    all->excludes(cursor);
+    add(cmd, [=, &a](Session& s) {
+      const CliIo& io = s.io();
+      std::string query;
+      const auto param = [&](std::string_view name, const std::string& value) {
+        query += (query.empty() ? "?" : "&") + std::string(name) + "=" + PercentEncode(value);
+      };
+      if (Given(queue)) param("queue", a.queue);
+      if (Given(state)) param("state", a.state);
+      if (Given(limit)) param("limit", std::to_string(a.limit));
+      if (!a.all) {
+        if (Given(cursor)) param("cursor", a.cursor);
+        return s.Simple("GET", "/v1/tasks" + query, nullptr, [&](const Reply& r) {
+          PrintTaskTable(io.out, Member(r.body, "tasks"));
+          const json next = Member(r.body, "next_cursor");
+          if (next.is_string() && !next.get<std::string>().empty()) {
+            io.err << "more: --cursor " << next.get<std::string>() << " (or --all)\n";
+          }
+        });
+      }
+      json tasks = json::array();
+      std::string next;
+      while (true) {
+        const std::string target =
+            "/v1/tasks" + query +
+            (next.empty() ? "" : (query.empty() ? "?" : "&") + ("cursor=" + PercentEncode(next)));
+        Reply r;
+        if (const int code = s.Call("GET", target, nullptr, r); code != kExitOk) return code;
+        const json page = Member(r.body, "tasks");
+        if (page.is_array()) tasks.insert(tasks.end(), page.begin(), page.end());
+        const json cur = Member(r.body, "next_cursor");
+        if (!cur.is_string() || cur.get<std::string>().empty()) break;
+        if (cur.get<std::string>() == next) {
+          io.err << "error: the server returned the same cursor twice\n";
+          return kExitServerError;
+        }
+        next = cur.get<std::string>();
+      }
+      if (s.json_output()) {
+        io.out << json{{"tasks", tasks}, {"next_cursor", nullptr}}.dump() << "\n";
+      } else {
+        PrintTaskTable(io.out, tasks);
+      }
+      return kExitOk;
+    });
+  }
+
+  // Workers: claim, ack, fail, extend.
+  {
+    CLI::App* cmd = app.add_subcommand("claim", "Lease due tasks of a queue");
+    cmd->add_option("queue", a.queue, "Queue name")->type_name("")->required();
+    cmd->add_option("--max", a.max, "At most this many tasks")
+        ->type_name("N")
+        ->capture_default_str();
+    cmd->add_option("--lease", a.lease, "Lease length")->type_name("DUR")->capture_default_str();
+    cmd->add_option("--wait", a.wait, "Wait this long for a due task")
+        ->type_name("DUR")
+        ->capture_default_str();
+    add(cmd, [&a](Session& s) {
+      const CliIo& io = s.io();
+      CHRONOQ_CLI_ASSIGN_OR_USAGE(const int64_t lease_ms, ParseMillis(a.lease, "--lease"), io);
+      CHRONOQ_CLI_ASSIGN_OR_USAGE(const int64_t wait_ms, ParseMillis(a.wait, "--wait"), io);
+      const json body = {{"max", a.max}, {"lease_ms", lease_ms}, {"wait_ms", wait_ms}};
+      // The server may hold the request for the whole wait.
+      s.client().set_timeout(s.client().timeout() + std::chrono::milliseconds(wait_ms));
+      return s.Simple("POST", QueuePath(a.queue) + "/claim", &body, [&](const Reply& r) {
+        const json tasks = Member(r.body, "tasks");
+        if (!tasks.is_array() || tasks.empty()) {
+          io.err << "no tasks claimed\n";
+          return;
+        }
+        for (const json& t : tasks) {
+          io.out << Show(t, "id") << " " << Show(t, "token") << " " << Show(t, "attempt") << " "
+                 << (t.contains("payload") ? t["payload"].dump() : "null") << "\n";
+        }
+      });
+    });
+  }
+  {
+    CLI::App* cmd = app.add_subcommand("ack", "Report a claimed task done");
+    cmd->add_option("id", a.id, "Task id")->type_name("")->required();
+    cmd->add_option("--token", a.token, "Lease token from claim")->type_name("N")->required();
+    add(cmd, [&a](Session& s) {
+      CHRONOQ_CLI_ASSIGN_OR_USAGE(const uint64_t token, ParseToken(a.token), s.io());
+      const json body = {{"token", token}};
+      return s.Simple("POST", TaskPath(a.id) + "/ack", &body,
+                      [&](const Reply&) { s.io().out << "acked " << a.id << "\n"; });
+    });
+  }
+  {
+    CLI::App* cmd = app.add_subcommand("fail", "Report a claimed task failed");
+    cmd->add_option("id", a.id, "Task id")->type_name("")->required();
+    cmd->add_option("--token", a.token, "Lease token from claim")->type_name("N")->required();
+    cmd->add_option("--error", a.error, "What went wrong")->type_name("TEXT")->required();
+    CLI::Option* retry_in =
+        cmd->add_option("--retry-in", a.retry_in, "Retry after this long (default: backoff)")
+            ->type_name("DUR");
+    add(cmd, [=, &a](Session& s) {
+      const CliIo& io = s.io();
+      CHRONOQ_CLI_ASSIGN_OR_USAGE(const uint64_t token, ParseToken(a.token), io);
+      json body = {{"token", token}, {"error", a.error}};
+      if (Given(retry_in)) {
+        CHRONOQ_CLI_ASSIGN_OR_USAGE(body["retry_in_ms"], ParseMillis(a.retry_in, "--retry-in"), io);
+      }
+      return s.Simple("POST", TaskPath(a.id) + "/fail", &body, [&](const Reply& r) {
+        io.out << "failed " << a.id;
+        if (r.body.contains("state")) {
+          io.out << ": " << Show(r.body, "state");
+          if (Show(r.body, "state") == "scheduled") io.out << ", due " << Show(r.body, "run_at");
+        }
+        io.out << "\n";
+      });
+    });
+  }
+  {
+    CLI::App* cmd = app.add_subcommand("extend", "Extend the lease on a claimed task");
+    cmd->add_option("id", a.id, "Task id")->type_name("")->required();
+    cmd->add_option("--token", a.token, "Lease token from claim")->type_name("N")->required();
+    cmd->add_option("--lease", a.lease, "New lease length, from now")->type_name("DUR")->required();
+    add(cmd, [&a](Session& s) {
+      const CliIo& io = s.io();
+      CHRONOQ_CLI_ASSIGN_OR_USAGE(const uint64_t token, ParseToken(a.token), io);
+      CHRONOQ_CLI_ASSIGN_OR_USAGE(const int64_t lease_ms, ParseMillis(a.lease, "--lease"), io);
+      const json body = {{"token", token}, {"lease_ms", lease_ms}};
+      return s.Simple("POST", TaskPath(a.id) + "/extend", &body, [&](const Reply& r) {
+        io.out << "extended " << a.id << ", lease until " << Show(r.body, "lease_until") << "\n";
+      });
+    });
+  }
+
+  // Queues.
+  {
+    CLI::App* cmd = app.add_subcommand("queues", "List queues with task counts");
+    add(cmd, [](Session& s) {
+      return s.Simple("GET", "/v1/queues", nullptr, [&](const Reply& r) {
+        const json queues = Member(r.body, "queues");
+        if (!queues.is_array() || queues.empty()) {
+          s.io().out << "no queues\n";
+          return;
+        }
+        std::vector<std::vector<std::string>> rows = {
+            {"QUEUE", "PAUSED", "SCHEDULED", "RUNNING", "SUCCEEDED", "CANCELLED", "DEAD", "LATE"}};
+        for (const json& q : queues) {
+          const json counts = Member(q, "counts");
+          rows.push_back({Show(q, "name"), Member(q, "paused") == true ? "yes" : "no",
+                          Show(counts, "scheduled"), Show(counts, "running"),
+                          Show(counts, "succeeded"), Show(counts, "cancelled"),
+                          Show(counts, "dead"), ShowMillis(Member(q, "oldest_due_lateness_ms"))});
+        }
+        PrintTable(s.io().out, rows);
+      });
+    });
+  }
+  {
+    CLI::App* queue = app.add_subcommand("queue", "Change a queue's settings");
+    queue->require_subcommand(1);
+    CLI::App* cmd = queue->add_subcommand("set", "Change a queue's settings");
+    cmd->add_option("queue", a.queue, "Queue name")->type_name("")->required();
+    CLI::Option* concurrency =
+        cmd->add_option("--concurrency", a.concurrency, "Tasks running at once")->type_name("N");
+    CLI::Option* max_attempts =
+        cmd->add_option("--max-attempts", a.max_attempts, "Default attempt limit")->type_name("N");
+    CLI::Option* base =
+        cmd->add_option("--backoff-base", a.backoff_base, "First retry delay")->type_name("DUR");
+    CLI::Option* cap =
+        cmd->add_option("--backoff-cap", a.backoff_cap, "Longest retry delay")->type_name("DUR");
+    cap->needs(base);  // the server wants a base with any backoff
+    CLI::Option* retention =
+        cmd->add_option("--retention", a.retention, "How long finished tasks stay visible")
+            ->type_name("DUR");
+    add(cmd, [=, &a](Session& s) {
+      const CliIo& io = s.io();
+      json body = json::object();
+      if (Given(concurrency)) body["concurrency"] = a.concurrency;
+      if (Given(max_attempts)) body["max_attempts"] = a.max_attempts;
+      if (Given(base)) {
+        CHRONOQ_CLI_ASSIGN_OR_USAGE(body["backoff"]["base_ms"],
+                                    ParseMillis(a.backoff_base, "--backoff-base"), io);
+      }
+      if (Given(cap)) {
+        CHRONOQ_CLI_ASSIGN_OR_USAGE(body["backoff"]["cap_ms"],
+                                    ParseMillis(a.backoff_cap, "--backoff-cap"), io);
+      }
+      if (Given(retention)) {
+        CHRONOQ_CLI_ASSIGN_OR_USAGE(body["retention_ms"], ParseMillis(a.retention, "--retention"),
+                                    io);
+      }
+      if (body.empty()) {
+        return Usage(io, Status::InvalidArgument("queue set", "nothing to change"));
+      }
+      return s.Simple("PUT", QueuePath(a.queue), &body,
+                      [&](const Reply&) { io.out << "updated queue " << a.queue << "\n"; });
+    });
+  }
+  for (const std::string_view verb : {"pause", "resume"}) {
+    const bool pause = verb == "pause";
+    CLI::App* cmd = app.add_subcommand(
+        std::string(verb), pause ? "Stop handing out a queue's tasks" : "Resume a paused queue");
+    cmd->add_option("queue", a.queue, "Queue name")->type_name("")->required();
+    add(cmd, [&a, pause](Session& s) {
+      const json body = json::object();
+      return s.Simple(
+          "POST", QueuePath(a.queue) + (pause ? "/pause" : "/resume"), &body,
+          [&](const Reply&) { s.io().out << (pause ? "paused " : "resumed ") << a.queue << "\n"; });
+    });
+  }
+
+  // Server.
+  {
+    CLI::App* cmd = app.add_subcommand("health", "Check that the server is up");
+    add(cmd, [](Session& s) {
+      return s.Simple("GET", "/healthz", nullptr,
+                      [&](const Reply& r) { s.io().out << Show(r.body, "status") << "\n"; });
+    });
+  }
+  {
+    CLI::App* cmd = app.add_subcommand("version", "Show the client and server versions");
+    add(cmd, [](Session& s) {
+      if (!s.json_output()) s.io().out << "client " << CHRONOQ_VERSION << "\n";
+      return s.Simple("GET", "/v1/version", nullptr, [&](const Reply& r) {
+        s.io().out << "server " << Show(r.body, "version") << "\n";
+      });
+    });
+  }
+  return commands;
+}
+
+// The token from --token-file, else CHRONOQ_TOKEN, else none.
+Result<std::string> LoadToken(const Args& a, const CLI::Option* token_file, const CliIo& io) {
+  if (Given(token_file)) {
+    CHRONOQ_ASSIGN_OR_RETURN(std::string token, ReadFile(a.token_file, "--token-file"));
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    if (token.empty()) return Status::InvalidArgument("--token-file", a.token_file + " is empty");
+    return token;
+  }
+  return io.getenv("CHRONOQ_TOKEN").value_or("");
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& args, const CliIo& io) {
+  Args a;
+  CLI::App app("chronoq: the command-line client of the chronoqd task server", "chronoq");
+  app.require_subcommand(1);
+  // Global flags may also follow the subcommand.
+  app.fallthrough();
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+  });
+  app.footer(
+      "Global options (before or after the command): --url, --token-file, --json, --timeout.\n"
+      "Environment: CHRONOQ_URL (default for --url), CHRONOQ_TOKEN (the API token).\n"
+      "Exit codes: 0 ok, 1 the server answered with an error, 2 bad command line,\n"
+      "3 the server could not be reached.");
+  CLI::Option* url =
+      app.add_option("--url", a.url, "Server URL (default " + std::string(kDefaultUrl) + ")")
+          ->type_name("URL");
+  CLI::Option* token_file =
+      app.add_option("--token-file", a.token_file, "File holding the API token")->type_name("FILE");
+  app.add_flag("--json", a.json, "Print the server's JSON instead of a summary");
+  app.add_option("--timeout", a.timeout, "Give up on a request after this long")
+      ->type_name("DUR")
+      ->capture_default_str();
+  const std::vector<Command> commands = AddCommands(app, a);
+
+  try {
+    // CLI11 wants the arguments last first.
+    app.parse(std::vector<std::string>(args.rbegin(), args.rend()));
+  } catch (const CLI::ParseError& e) {
+    // "chronoq frobnicate" would otherwise read "A subcommand is required".
+    if (e.get_exit_code() != 0 && app.get_subcommands().empty() && !app.remaining().empty()) {
+      const std::string first = app.remaining().front();
+      io.err << "error: unknown " << (first.starts_with('-') ? "option " : "command ") << first
+             << "\nRun with --help for more information.\n";
+      return kExitUsage;
+    }
+    const int code = app.exit(e, io.out, io.err);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  std::string base = a.url;
+  std::string_view url_field = "--url";
+  if (!Given(url)) {
+    const std::optional<std::string> env = io.getenv("CHRONOQ_URL");
+    base = env.has_value() && !env->empty() ? *env : std::string(kDefaultUrl);
+    url_field = "CHRONOQ_URL";
+  }
+  if (Result<BaseUrl> parsed = ParseBaseUrl(base, url_field); !parsed.ok()) {
+    return Usage(io, parsed.status());
+  }
+  CHRONOQ_CLI_ASSIGN_OR_USAGE(const int64_t timeout_ms, ParseMillis(a.timeout, "--timeout"), io);
+  if (timeout_ms <= 0) return Usage(io, Status::InvalidArgument("--timeout", "must be positive"));
+  CHRONOQ_CLI_ASSIGN_OR_USAGE(std::string token, LoadToken(a, token_file, io), io);
+  CHRONOQ_CLI_ASSIGN_OR_USAGE(std::unique_ptr<HttpClient> client,
+                              HttpClient::Create(base, std::chrono::milliseconds(timeout_ms)), io);
+
+  Session session(io, *client, std::move(token), a.json);
+  for (const Command& c : commands) {
+    if (!c.app->parsed()) continue;
+    try {
+      return c.run(session);
+    } catch (const json::exception& e) {
+      // Only an answer of an unexpected shape gets here.
+      io.err << "error: cannot read the server's answer: " << e.what() << "\n";
+      return kExitServerError;
+    }
+  }
+  // Unreachable: require_subcommand(1) holds, and `queue` requires `set`.
+  io.err << "error: no command\n";
+  return kExitUsage;
+}
+
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  const CliIo io{
+      .out = out,
+      .err = err,
+      .in = std::cin,
+      .getenv = [](std::string_view name) -> std::optional<std::string> {
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): read once, before any thread starts.
+        const char* value = std::getenv(std::string(name).c_str());
+        if (value == nullptr) return std::nullopt;
+        return std::string(value);
+      },
+  };
+  return RunCli(std::vector<std::string>(argv + (argc > 0 ? 1 : 0), argv + argc), io);
+}
+
+}  // namespace chronoq::cli

@@ -1,0 +1,288 @@
+#include "cli/http_client.h"
+
+#include <cctype>
+#include <chrono>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace chronoq::cli {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+// Responses are held in memory; this only guards against a runaway server.
+constexpr uint64_t kMaxResponseBytes = uint64_t{1} << 30;
+
+std::string ToString(beast::string_view s) { return std::string(s.data(), s.size()); }
+
+// "Connection refused" -> "connection refused": errors read as one sentence.
+std::string Describe(const beast::error_code& ec) {
+  std::string m = ec.message();
+  if (!m.empty()) m[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(m[0])));
+  return m;
+}
+
+// "30s", "1500ms".
+std::string DescribeTimeout(Duration d) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+// Errors that mean a reused keep-alive connection was closed by the server
+// before it saw our request: safe to resend once on a new connection.
+bool IsStaleConnection(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == asio::error::connection_aborted || ec == asio::error::not_connected;
+}
+
+}  // namespace
+
+std::optional<std::string> HttpResponse::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (beast::iequals(key, beast::string_view(name.data(), name.size()))) return value;
+  }
+  return std::nullopt;
+}
+
+std::string BaseUrl::Authority() const {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + port;
+}
+
+Result<BaseUrl> ParseBaseUrl(std::string_view url, std::string_view field) {
+  std::string_view rest = url;
+  if (const size_t sep = rest.find("://"); sep != std::string_view::npos) {
+    const std::string_view scheme = rest.substr(0, sep);
+    if (beast::iequals(beast::string_view(scheme.data(), scheme.size()), "https")) {
+      return Status::InvalidArgument(field, "https is not supported; use http://");
+    }
+    if (!beast::iequals(beast::string_view(scheme.data(), scheme.size()), "http")) {
+      return Status::InvalidArgument(field, "must start with http://");
+    }
+    rest.remove_prefix(sep + 3);
+  }
+  if (rest.find_first_of("?#") != std::string_view::npos) {
+    return Status::InvalidArgument(field, "must not have a query or fragment");
+  }
+  const size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash);
+  if (authority.find('@') != std::string_view::npos) {
+    return Status::InvalidArgument(field, "must not contain user information");
+  }
+
+  BaseUrl out;
+  std::string_view port;
+  if (authority.starts_with('[')) {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) {
+      return Status::InvalidArgument(field, "unterminated [ in the host");
+    }
+    out.host = authority.substr(1, close - 1);
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && !after.starts_with(':')) {
+      return Status::InvalidArgument(field, "unexpected text after the host");
+    }
+    if (!after.empty()) port = after.substr(1);
+  } else {
+    const size_t colon = authority.find(':');
+    out.host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  if (out.host.empty()) return Status::InvalidArgument(field, "no host");
+  if (port.empty()) {
+    out.port = "80";
+  } else {
+    int value = 0;
+    for (const char c : port) {
+      if (c < '0' || c > '9' || value > 65535) {
+        return Status::InvalidArgument(field, "the port must be a number from 1 to 65535");
+      }
+      value = value * 10 + (c - '0');
+    }
+    if (value < 1 || value > 65535) {
+      return Status::InvalidArgument(field, "the port must be a number from 1 to 65535");
+    }
+    out.port = std::to_string(value);
+  }
+  while (path.ends_with('/')) path.remove_suffix(1);
+  out.prefix = path;
+  return out;
+}
+
+std::string PercentEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+    }
+  }
+  return out;
+}
+
+// Drives Beast's asynchronous operations to completion on a private
+// io_context, so every step can share one deadline (tcp_stream's expiry).
+class HttpClient::Impl {
+ public:
+  Impl(BaseUrl url, Duration timeout) : url_(std::move(url)), timeout_(timeout) {}
+
+  ~Impl() { Close(); }
+
+  Result<HttpResponse> Send(std::string_view method, std::string_view target, std::string_view body,
+                            const HttpHeaders& headers) {
+    http::request<http::string_body> req;
+    req.version(11);
+    const beast::string_view verb_name(method.data(), method.size());
+    if (const http::verb verb = http::string_to_verb(verb_name); verb != http::verb::unknown) {
+      req.method(verb);
+    } else {
+      req.method_string(verb_name);
+    }
+    req.target(url_.prefix + std::string(target));
+    req.set(http::field::host, url_.Authority());
+    req.set(http::field::user_agent, "chronoq-cli");
+    for (const auto& [name, value] : headers) req.set(name, value);
+    req.body() = body;
+    req.prepare_payload();
+
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    const bool reused = stream_.has_value();
+    if (!reused) CHRONOQ_RETURN_IF_ERROR(Connect(deadline));
+    bool stale = false;
+    Result<HttpResponse> r = Exchange(req, deadline, reused, stale);
+    if (stale) {
+      Close();
+      CHRONOQ_RETURN_IF_ERROR(Connect(deadline));
+      r = Exchange(req, deadline, /*reused=*/false, stale);
+    }
+    return r;
+  }
+
+  void set_timeout(Duration timeout) { timeout_ = timeout; }
+  Duration timeout() const { return timeout_; }
+  const BaseUrl& url() const { return url_; }
+
+ private:
+  // Runs the queued operations until they have all completed.
+  void Run() {
+    ioc_.restart();
+    ioc_.run();
+  }
+
+  void Close() {
+    if (!stream_.has_value()) return;
+    beast::error_code ignored;
+    stream_->socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_->close();
+    stream_.reset();
+    buffer_.clear();
+  }
+
+  Status Connect(std::chrono::steady_clock::time_point deadline) {
+    const std::string where = url_.Authority();
+    beast::error_code ec;
+    // Synchronous: a numeric host resolves at once; a DNS lookup cannot be
+    // cancelled anyway.
+    const tcp::resolver::results_type endpoints = resolver_.resolve(url_.host, url_.port, ec);
+    if (ec) return Status::Unavailable("cannot resolve " + url_.host + ": " + Describe(ec));
+    stream_.emplace(ioc_);
+    stream_->expires_at(deadline);
+    stream_->async_connect(endpoints,
+                           [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
+    Run();
+    if (ec == beast::error::timeout) {
+      Close();
+      return {StatusCode::kDeadlineExceeded,
+              "cannot connect to " + where + ": timed out after " + DescribeTimeout(timeout_)};
+    }
+    if (ec) {
+      Close();
+      return Status::Unavailable("cannot connect to " + where + ": " + Describe(ec));
+    }
+    return Status::Ok();
+  }
+
+  // One request and its response on the open connection. Sets `stale` (and
+  // returns an error) when a reused connection turns out to be closed.
+  Result<HttpResponse> Exchange(const http::request<http::string_body>& req,
+                                std::chrono::steady_clock::time_point deadline, bool reused,
+                                bool& stale) {
+    const std::string where = url_.Authority();
+    stale = false;
+    beast::error_code ec;
+    stream_->expires_at(deadline);
+    http::async_write(*stream_, req, [&](const beast::error_code& e, size_t) { ec = e; });
+    Run();
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kMaxResponseBytes);
+    if (!ec) {
+      http::async_read(*stream_, buffer_, parser,
+                       [&](const beast::error_code& e, size_t) { ec = e; });
+      Run();
+    }
+    if (ec) {
+      Close();
+      if (ec == beast::error::timeout) {
+        return Status{StatusCode::kDeadlineExceeded,
+                      "no answer from " + where + " within " + DescribeTimeout(timeout_)};
+      }
+      if (reused && !parser.got_some() && IsStaleConnection(ec)) {
+        stale = true;
+        return Status::Unavailable("connection to " + where + " closed");
+      }
+      return Status::Unavailable("lost the connection to " + where + ": " + Describe(ec));
+    }
+    http::response<http::string_body> res = parser.release();
+    HttpResponse out;
+    out.status = static_cast<int>(res.result_int());
+    for (const auto& f : res)
+      out.headers.emplace_back(ToString(f.name_string()), ToString(f.value()));
+    out.body = std::move(res.body());
+    if (!res.keep_alive()) Close();
+    return out;
+  }
+
+  const BaseUrl url_;
+  Duration timeout_;
+  asio::io_context ioc_;
+  tcp::resolver resolver_{ioc_};
+  std::optional<beast::tcp_stream> stream_;  // the open connection, if any
+  beast::flat_buffer buffer_;                // bytes read past the last response
+};
+
+Result<std::unique_ptr<HttpClient>> HttpClient::Create(std::string_view base_url,
+                                                       Duration timeout) {
+  CHRONOQ_ASSIGN_OR_RETURN(BaseUrl url, ParseBaseUrl(base_url));
+  return std::unique_ptr<HttpClient>(
+      new HttpClient(std::make_unique<Impl>(std::move(url), timeout)));
+}
+
+HttpClient::HttpClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpClient::~HttpClient() = default;
+
+Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view target,
+                                      std::string_view body, const HttpHeaders& headers) {
+  return impl_->Send(method, target, body, headers);
+}
+
+void HttpClient::set_timeout(Duration timeout) { impl_->set_timeout(timeout); }
+Duration HttpClient::timeout() const { return impl_->timeout(); }
+const BaseUrl& HttpClient::base_url() const { return impl_->url(); }
+
+}  // namespace chronoq::cli

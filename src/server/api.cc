@@ -1,0 +1,503 @@
+#include "server/api.h"
+
+#include <charconv>
+
+#include "chronoq/time.h"
+
+#include "core/validate.h"
+#include "server/json_codec.h"
+
+namespace chronoq::server {
+namespace {
+
+using std::chrono::milliseconds;
+
+ApiResponse JsonResponse(int status, std::string body) {
+  ApiResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+// A Done callback that answers with `write(body, value)` or the error.
+template <typename T, typename Write>
+Engine::Done<T> Reply(Respond respond, Write write, int status = 200) {
+  return [respond = std::move(respond), write = std::move(write), status](Result<T> r) {
+    if (!r.ok()) return respond(ErrorResponse(r.status()));
+    ApiResponse out;
+    out.status = status;
+    write(out.body, *r);
+    respond(std::move(out));
+  };
+}
+
+Engine::Done<Task> ReplyTask(Respond respond) {
+  return Reply<Task>(std::move(respond),
+                     [](std::string& body, const Task& t) { AppendTask(body, t); });
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes %XX escapes (and '+' as a space in queries).
+Result<std::string> PercentDecode(std::string_view text, std::string_view field, bool query) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%') {
+      const int hi = i + 2 < text.size() ? HexValue(text[i + 1]) : -1;
+      const int lo = hi >= 0 ? HexValue(text[i + 2]) : -1;
+      if (lo < 0) return Status::InvalidArgument(field, "bad percent-encoding");
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else if (query && text[i] == '+') {
+      out += ' ';
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::vector<std::string_view> SplitPath(std::string_view path) {
+  std::vector<std::string_view> segments;
+  size_t start = 1;  // skip the leading '/'
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    segments.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return segments;
+}
+
+// {token} with `more` fields read by the caller; checks the token range.
+Status ReadToken(ObjectReader& r, uint64_t& token) {
+  std::optional<int64_t> t;
+  CHRONOQ_RETURN_IF_ERROR(r.Required("token"));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("token", t, 1, INT64_MAX));
+  token = static_cast<uint64_t>(*t);
+  return {};
+}
+
+}  // namespace
+
+int HttpStatusOf(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted:
+      return 409;
+    case StatusCode::kResourceExhausted:
+      return 429;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return 503;
+    case StatusCode::kDataLoss:
+    case StatusCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+std::string_view WireCodeOf(const Status& status) {
+  if (status.code() == StatusCode::kAlreadyExists) return "conflict";
+  if (status.code() == StatusCode::kFailedPrecondition && status.field() == "token") {
+    return "stale_token";
+  }
+  return StatusCodeName(status.code());
+}
+
+ApiResponse ErrorResponse(const Status& status) {
+  return JsonResponse(HttpStatusOf(status), ErrorBody(WireCodeOf(status), status));
+}
+
+Api::Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking)
+    : engine_(engine), clock_(clock), run_blocking_(std::move(run_blocking)) {}
+
+void Api::Handle(ApiRequest request, Respond respond) {
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  Dispatch(request, [this, respond = std::move(respond)](ApiResponse r) {
+    if (r.status >= 500) {
+      counters_.server_errors.fetch_add(1, std::memory_order_relaxed);
+    } else if (r.status >= 400) {
+      counters_.client_errors.fetch_add(1, std::memory_order_relaxed);
+    }
+    respond(std::move(r));
+  });
+}
+
+void Api::Dispatch(const ApiRequest& request, const Respond& respond) {
+  const std::string_view target = request.target;
+  const size_t q = target.find('?');
+  const std::string_view path = target.substr(0, q);
+  const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
+  const std::string& method = request.method;
+  const std::vector<std::string_view> seg = SplitPath(path);
+
+  // Answers 405 unless the method is one of `allowed` ("GET, POST").
+  auto allows = [&](std::string_view allowed) {
+    size_t start = 0;
+    while (start < allowed.size()) {
+      size_t end = allowed.find(", ", start);
+      if (end == std::string_view::npos) end = allowed.size();
+      if (allowed.substr(start, end - start) == method) return true;
+      start = end + 2;
+    }
+    ApiResponse r =
+        JsonResponse(405, ErrorBody("method_not_allowed",
+                                    Status(StatusCode::kInvalidArgument,
+                                           method + " is not allowed on " + std::string(path))));
+    r.allow = allowed;
+    respond(std::move(r));
+    return false;
+  };
+  auto fail = [&](const Status& s) { respond(ErrorResponse(s)); };
+
+  if (seg.size() == 1 && seg[0] == "healthz") {
+    if (allows("GET")) respond(JsonResponse(200, R"({"status":"ok"})"));
+    return;
+  }
+  if (seg.size() == 1 && seg[0] == "metrics") {
+    if (allows("GET")) Metrics(respond);
+    return;
+  }
+  if (seg.size() >= 2 && seg[0] == "v1") {
+    if (seg.size() == 2 && seg[1] == "version") {
+      if (allows("GET")) respond(JsonResponse(200, R"({"version":")" CHRONOQ_VERSION R"("})"));
+      return;
+    }
+    if (seg[1] == "tasks") {
+      if (seg.size() == 2) {
+        if (!allows("GET, POST")) return;
+        if (method == "POST") return CreateTask(request.body, respond);
+        return ListTasks(query, respond);
+      }
+      if (seg.size() == 3 && seg[2] == "batch" && method == "POST") {
+        return CreateBatch(request.body, respond);
+      }
+      Result<std::string> id = PercentDecode(seg[2], "id", false);
+      if (!id.ok()) return fail(id.status());
+      if (seg.size() == 3) {
+        if (!allows("GET, DELETE, PATCH")) return;
+        if (method == "GET") return GetTask(*id, respond);
+        if (method == "DELETE") return CancelTask(*id, request.body, respond);
+        return RescheduleTask(*id, request.body, respond);
+      }
+      if (seg.size() == 4) {
+        const std::string_view verb = seg[3];
+        if (verb == "retry" || verb == "ack" || verb == "fail" || verb == "extend") {
+          if (!allows("POST")) return;
+          if (verb == "retry") return RetryTask(*id, request.body, respond);
+          if (verb == "ack") return AckTask(*id, request.body, respond);
+          if (verb == "fail") return FailTask(*id, request.body, respond);
+          return ExtendTask(*id, request.body, respond);
+        }
+      }
+    }
+    if (seg.size() == 2 && seg[1] == "acks") {
+      if (allows("POST")) AckMany(request.body, respond);
+      return;
+    }
+    if (seg[1] == "queues") {
+      if (seg.size() == 2) {
+        if (allows("GET")) ListQueues(respond);
+        return;
+      }
+      Result<std::string> queue = PercentDecode(seg[2], "queue", false);
+      if (!queue.ok()) return fail(queue.status());
+      if (seg.size() == 3) {
+        if (allows("GET, PUT")) {
+          if (method == "GET") return GetQueue(*queue, respond);
+          return ConfigureQueue(*queue, request.body, respond);
+        }
+        return;
+      }
+      if (seg.size() == 4) {
+        const std::string_view verb = seg[3];
+        if (verb == "claim" || verb == "pause" || verb == "resume") {
+          if (!allows("POST")) return;
+          if (verb == "claim") return Claim(*queue, request.body, respond);
+          return PauseQueue(*queue, verb == "pause", request.body, respond);
+        }
+      }
+    }
+  }
+  respond(ErrorResponse(Status::NotFound("no endpoint at " + std::string(path))));
+}
+
+// --- tasks -------------------------------------------------------------------
+
+void Api::CreateTask(const std::string& body, const Respond& respond) {
+  Result<Json> json = ParseBody(body);
+  if (!json.ok()) return respond(ErrorResponse(json.status()));
+  Result<TaskSpec> spec = ParseTaskSpec(*json, "");
+  if (!spec.ok()) return respond(ErrorResponse(spec.status()));
+  engine_.EnqueueAsync(std::move(*spec), [respond](Result<Task> t) {
+    if (!t.ok()) return respond(ErrorResponse(t.status()));
+    ApiResponse out;
+    out.status = t->existed ? 200 : 201;
+    AppendTask(out.body, *t);
+    respond(std::move(out));
+  });
+}
+
+void Api::CreateBatch(const std::string& body, const Respond& respond) {
+  Result<Json> json = ParseBody(body);
+  if (!json.ok()) return respond(ErrorResponse(json.status()));
+  ObjectReader r(*json);
+  const Json* tasks = nullptr;
+  Status s = r.Required("tasks");
+  if (s.ok()) s = r.Array("tasks", tasks);
+  if (s.ok()) s = r.Finish();
+  if (s.ok() && tasks->empty()) s = Status::InvalidArgument("tasks", "must not be empty");
+  if (s.ok() && tasks->size() > kMaxBatchTasks) {
+    s = Status::InvalidArgument("tasks", "more than 10000 tasks");
+  }
+  if (!s.ok()) return respond(ErrorResponse(s));
+  std::vector<TaskSpec> specs;
+  specs.reserve(tasks->size());
+  for (size_t i = 0; i < tasks->size(); ++i) {
+    Result<TaskSpec> spec = ParseTaskSpec((*tasks)[i], "tasks[" + std::to_string(i) + "].");
+    if (!spec.ok()) return respond(ErrorResponse(spec.status()));
+    specs.push_back(std::move(*spec));
+  }
+  engine_.EnqueueBatchAsync(std::move(specs),
+                            Reply<std::vector<Task>>(
+                                respond,
+                                [](std::string& out, const std::vector<Task>& stored) {
+                                  out += "{\"tasks\":";
+                                  AppendArray(out, stored, AppendTask);
+                                  out += '}';
+                                },
+                                201));
+}
+
+void Api::GetTask(const std::string& id, const Respond& respond) {
+  ReplyTask(respond)(engine_.Get(id));
+}
+
+void Api::ListTasks(std::string_view query, const Respond& respond) {
+  ListRequest req;
+  Status s;
+  while (s.ok() && !query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    const std::string_view key = pair.substr(0, eq);
+    Result<std::string> value =
+        PercentDecode(eq == std::string_view::npos ? "" : pair.substr(eq + 1), key, true);
+    if (!value.ok()) {
+      s = value.status();
+    } else if (key == "queue") {
+      req.queue = *value;
+    } else if (key == "state") {
+      Result<TaskState> state = ParseTaskState(*value, "state");
+      if (state.ok()) {
+        req.state = *state;
+      } else {
+        s = state.status();
+      }
+    } else if (key == "limit") {
+      int limit = 0;
+      auto [p, ec] = std::from_chars(value->data(), value->data() + value->size(), limit);
+      if (ec != std::errc() || p != value->data() + value->size()) {
+        s = Status::InvalidArgument("limit", "must be an integer");
+      }
+      req.limit = limit;
+    } else if (key == "cursor") {
+      req.cursor = *value;
+    } else {
+      s = Status::InvalidArgument(std::string(key), "unknown query parameter");
+    }
+  }
+  if (!s.ok()) return respond(ErrorResponse(s));
+  Result<TaskPage> page = engine_.List(req);
+  if (!page.ok()) return respond(ErrorResponse(page.status()));
+  ApiResponse out;
+  out.body = "{\"tasks\":";
+  AppendArray(out.body, page->tasks, AppendTask);
+  out.body += ",\"next_cursor\":";
+  if (page->next_cursor.empty()) {
+    out.body += "null";
+  } else {
+    AppendString(out.body, page->next_cursor);
+  }
+  out.body += '}';
+  respond(std::move(out));
+}
+
+void Api::CancelTask(const std::string& id, const std::string& body, const Respond& respond) {
+  Status s = ExpectNoFields(body);
+  if (!s.ok()) return respond(ErrorResponse(s));
+  engine_.CancelAsync(id, ReplyTask(respond));
+}
+
+void Api::RetryTask(const std::string& id, const std::string& body, const Respond& respond) {
+  Status s = ExpectNoFields(body);
+  if (!s.ok()) return respond(ErrorResponse(s));
+  engine_.RetryAsync(id, ReplyTask(respond));
+}
+
+void Api::RescheduleTask(const std::string& id, const std::string& body, const Respond& respond) {
+  Result<Json> json = ParseBody(body);
+  if (!json.ok()) return respond(ErrorResponse(json.status()));
+  ObjectReader r(*json);
+  std::optional<Timestamp> run_at;
+  std::optional<Duration> delay;
+  std::optional<std::string> payload;
+  Status s = r.Time("run_at", run_at);
+  if (s.ok()) s = r.Millis("delay_ms", delay, Duration::zero(), kMaxDelay);
+  if (s.ok()) s = r.Value("payload", payload);
+  if (s.ok()) s = r.Finish();
+  if (s.ok() && run_at && delay) {
+    s = Status::InvalidArgument("delay_ms", "give run_at or delay_ms, not both");
+  }
+  if (s.ok() && !run_at && !delay) s = Status::InvalidArgument("run_at", "missing (or delay_ms)");
+  if (!s.ok()) return respond(ErrorResponse(s));
+  const Timestamp when = run_at ? *run_at : clock_.Now() + *delay;
+  engine_.RescheduleAsync(id, when, std::move(payload), ReplyTask(respond));
+}
+
+// --- workers -------------------------------------------------------------------
+
+void Api::Claim(const std::string& queue, const std::string& body, const Respond& respond) {
+  Result<Json> json = body.empty() ? Result<Json>(Json::object()) : ParseBody(body);
+  if (!json.ok()) return respond(ErrorResponse(json.status()));
+  ObjectReader r(*json);
+  std::optional<int64_t> max;
+  std::optional<Duration> lease, wait;
+  Status s = r.Int("max", max, 1, kMaxClaimBatch);
+  if (s.ok()) s = r.Millis("lease_ms", lease, kMinLease, kMaxLease);
+  if (s.ok()) s = r.Millis("wait_ms", wait, Duration::zero(), kMaxClaimWait);
+  if (s.ok()) s = r.Finish();
+  if (!s.ok()) return respond(ErrorResponse(s));
+  engine_.ClaimAsync(
+      queue, static_cast<int>(max.value_or(1)), lease.value_or(milliseconds(30000)),
+      wait.value_or(Duration::zero()),
+      Reply<std::vector<Lease>>(respond, [](std::string& out, const std::vector<Lease>& leases) {
+        out += "{\"tasks\":";
+        AppendArray(out, leases, AppendLease);
+        out += '}';
+      }));
+}
+
+void Api::AckTask(const std::string& id, const std::string& body, const Respond& respond) {
+  Result<Json> json = ParseBody(body);
+  if (!json.ok()) return respond(ErrorResponse(json.status()));
+  ObjectReader r(*json);
+  uint64_t token = 0;
+  Status s = ReadToken(r, token);
+  if (s.ok()) s = r.Finish();
+  if (!s.ok()) return respond(ErrorResponse(s));
+  engine_.AckManyAsync({AckRequest{id, token}}, [respond](Result<std::vector<Status>> acked) {
+    Status status = acked.ok() ? acked->front() : acked.status();
+    respond(status.ok() ? JsonResponse(200, "{}") : ErrorResponse(status));
+  });
+}
+
+void Api::AckMany(const std::string& body, const Respond& respond) {
+  Result<Json> json = ParseBody(body);
+  if (!json.ok()) return respond(ErrorResponse(json.status()));
+  ObjectReader r(*json);
+  const Json* acks = nullptr;
+  Status s = r.Required("acks");
+  if (s.ok()) s = r.Array("acks", acks);
+  if (s.ok()) s = r.Finish();
+  if (s.ok() && acks->empty()) s = Status::InvalidArgument("acks", "must not be empty");
+  if (s.ok() && acks->size() > kMaxBatchTasks) {
+    s = Status::InvalidArgument("acks", "more than 10000 entries");
+  }
+  std::vector<AckRequest> requests;
+  for (size_t i = 0; s.ok() && i < acks->size(); ++i) {
+    const std::string prefix = "acks[" + std::to_string(i) + "].";
+    if (!(*acks)[i].is_object()) {
+      s = Status::InvalidArgument(prefix.substr(0, prefix.size() - 1), "must be an object");
+      break;
+    }
+    ObjectReader a((*acks)[i], prefix);
+    std::optional<std::string> id;
+    AckRequest req;
+    s = a.Required("id");
+    if (s.ok()) s = a.String("id", id, kMaxIdBytes);
+    if (s.ok()) s = ReadToken(a, req.token);
+    if (s.ok()) s = a.Finish();
+    if (s.ok()) {
+      req.id = std::move(*id);
+      requests.push_back(std::move(req));
+    }
+  }
+  if (!s.ok()) return respond(ErrorResponse(s));
+  std::vector<std::string> ids;
+  ids.reserve(requests.size());
+  for (const AckRequest& a : requests) ids.push_back(a.id);
+  engine_.AckManyAsync(
+      std::move(requests),
+      Reply<std::vector<Status>>(
+          respond, [ids = std::move(ids)](std::string& out, const std::vector<Status>& results) {
+            out += "{\"results\":[";
+            for (size_t i = 0; i < results.size(); ++i) {
+              if (i > 0) out += ',';
+              out += "{\"id\":";
+              AppendString(out, ids[i]);
+              if (results[i].ok()) {
+                out += ",\"ok\":true}";
+              } else {
+                out += ",\"ok\":false,";
+                const std::string error = ErrorBody(WireCodeOf(results[i]), results[i]);
+                out.append(error, 1, error.size() - 1);  // "error":{...}} without the outer '{'
+              }
+            }
+            out += "]}";
+          }));
+}
+
+void Api::FailTask(const std::string& id, const std::string& body, const Respond& respond) {
+  Result<Json> json = ParseBody(body);
+  if (!json.ok()) return respond(ErrorResponse(json.status()));
+  ObjectReader r(*json);
+  uint64_t token = 0;
+  std::optional<std::string> error;
+  std::optional<Duration> retry_in;
+  Status s = ReadToken(r, token);
+  if (s.ok()) s = r.String("error", error, kMaxErrorBytes);
+  if (s.ok()) s = r.Millis("retry_in_ms", retry_in, Duration::zero(), kMaxDelay);
+  if (s.ok()) s = r.Finish();
+  if (!s.ok()) return respond(ErrorResponse(s));
+  engine_.FailAsync(id, token, error.value_or(""), retry_in, [respond](Status status) {
+    respond(status.ok() ? JsonResponse(200, "{}") : ErrorResponse(status));
+  });
+}
+
+void Api::ExtendTask(const std::string& id, const std::string& body, const Respond& respond) {
+  Result<Json> json = ParseBody(body);
+  if (!json.ok()) return respond(ErrorResponse(json.status()));
+  ObjectReader r(*json);
+  uint64_t token = 0;
+  std::optional<Duration> lease;
+  Status s = ReadToken(r, token);
+  if (s.ok()) s = r.Required("lease_ms");
+  if (s.ok()) s = r.Millis("lease_ms", lease, kMinLease, kMaxLease);
+  if (s.ok()) s = r.Finish();
+  if (!s.ok()) return respond(ErrorResponse(s));
+  engine_.ExtendAsync(id, token, *lease,
+                      Reply<Timestamp>(respond, [](std::string& out, const Timestamp& until) {
+                        out += "{\"lease_until\":";
+                        AppendTime(out, until);
+                        out += '}';
+                      }));
+}
+
+}  // namespace chronoq::server

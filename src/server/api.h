@@ -1,0 +1,86 @@
+// The HTTP/JSON API of chronoqd, independent of the transport: a request in,
+// a response out through a callback (at once, or later from the engine's loop
+// thread once the change is committed). docs/API.md lists every endpoint.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "chronoq/engine.h"
+
+namespace chronoq::server {
+
+struct ApiRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query, still percent-encoded
+  std::string body;
+};
+
+struct ApiResponse {
+  int status = 200;
+  std::string body;  // JSON unless content_type says otherwise
+  std::string content_type = "application/json";
+  std::string allow;  // for 405: the methods the path accepts
+};
+
+using Respond = std::function<void(ApiResponse)>;
+
+// Limits the API enforces on top of the engine's.
+inline constexpr size_t kMaxBatchTasks = 10'000;
+
+// Counts requests by status class for /metrics.
+struct ApiCounters {
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> client_errors{0};  // 4xx
+  std::atomic<uint64_t> server_errors{0};  // 5xx
+};
+
+class Api {
+ public:
+  // `run_blocking` runs rare calls that block on a commit (queue settings)
+  // off the I/O threads.
+  Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking);
+
+  // Answers `request` through `respond`, exactly once.
+  void Handle(ApiRequest request, Respond respond);
+
+  const ApiCounters& counters() const { return counters_; }
+
+ private:
+  void Dispatch(const ApiRequest& request, const Respond& respond);
+  // One per endpoint; each answers through `respond` exactly once.
+  void CreateTask(const std::string& body, const Respond& respond);
+  void CreateBatch(const std::string& body, const Respond& respond);
+  void GetTask(const std::string& id, const Respond& respond);
+  void ListTasks(std::string_view query, const Respond& respond);
+  void CancelTask(const std::string& id, const std::string& body, const Respond& respond);
+  void RetryTask(const std::string& id, const std::string& body, const Respond& respond);
+  void RescheduleTask(const std::string& id, const std::string& body, const Respond& respond);
+  void Claim(const std::string& queue, const std::string& body, const Respond& respond);
+  void AckTask(const std::string& id, const std::string& body, const Respond& respond);
+  void AckMany(const std::string& body, const Respond& respond);
+  void FailTask(const std::string& id, const std::string& body, const Respond& respond);
+  void ExtendTask(const std::string& id, const std::string& body, const Respond& respond);
+  // api_queues.cc
+  void ListQueues(const Respond& respond);
+  void GetQueue(const std::string& queue, const Respond& respond);
+  void ConfigureQueue(const std::string& queue, const std::string& body, const Respond& respond);
+  void PauseQueue(const std::string& queue, bool paused, const std::string& body,
+                  const Respond& respond);
+  void Metrics(const Respond& respond);
+
+  Engine& engine_;
+  Clock& clock_;
+  std::function<void(std::function<void()>)> run_blocking_;
+  ApiCounters counters_;
+};
+
+// The HTTP status and wire code for an engine error: InvalidArgument 400
+// "invalid_argument", NotFound 404, AlreadyExists 409 "conflict", a stale
+// token 409 "stale_token", another FailedPrecondition 409, Unavailable 503...
+int HttpStatusOf(const Status& status);
+std::string_view WireCodeOf(const Status& status);
+ApiResponse ErrorResponse(const Status& status);
+
+}  // namespace chronoq::server

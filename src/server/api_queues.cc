@@ -1,0 +1,139 @@
+// The queue endpoints and /metrics. Their engine calls block on a commit or
+// read every queue, so they run on the blocking pool, never on an I/O thread.
+#include "chronoq/time.h"
+
+#include "core/validate.h"
+#include "server/api.h"
+#include "server/json_codec.h"
+#include "server/metrics.h"
+
+namespace chronoq::server {
+namespace {
+
+int64_t Millis(Duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+template <typename T>
+void AppendOptional(std::string& out, const std::optional<T>& value) {
+  if (value) {
+    out += std::to_string(*value);
+  } else {
+    out += "null";
+  }
+}
+
+void AppendQueue(std::string& out, const QueueInfo& q) {
+  out += "{\"name\":";
+  AppendString(out, q.name);
+  out += ",\"counts\":{";
+  for (size_t s = 0; s < q.counts.size(); ++s) {
+    if (s > 0) out += ',';
+    AppendString(out, TaskStateName(static_cast<TaskState>(s)));
+    out += ':';
+    out += std::to_string(q.counts[s]);
+  }
+  out += "},\"paused\":";
+  out += q.paused ? "true" : "false";
+  out += ",\"oldest_due_lateness_ms\":";
+  out += std::to_string(Millis(q.oldest_due_lateness));
+  out += ",\"concurrency\":";
+  AppendOptional(out, q.settings.concurrency);
+  out += ",\"max_attempts\":";
+  AppendOptional(out, q.settings.max_attempts);
+  out += ",\"backoff\":";
+  if (q.settings.backoff) {
+    out += "{\"base_ms\":" + std::to_string(Millis(q.settings.backoff->base)) +
+           ",\"cap_ms\":" + std::to_string(Millis(q.settings.backoff->cap)) + "}";
+  } else {
+    out += "null";
+  }
+  out += ",\"retention_ms\":";
+  if (q.settings.retention) {
+    out += std::to_string(Millis(*q.settings.retention));
+  } else {
+    out += "null";
+  }
+  out += '}';
+}
+
+ApiResponse QueueResponse(const Result<QueueInfo>& q) {
+  if (!q.ok()) return ErrorResponse(q.status());
+  ApiResponse out;
+  AppendQueue(out.body, *q);
+  return out;
+}
+
+Result<QueueSettings> ParseQueueSettings(const std::string& body) {
+  CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  ObjectReader r(json);
+  QueueSettings settings;
+  std::optional<int64_t> concurrency, max_attempts;
+  const Json* backoff = nullptr;
+  CHRONOQ_RETURN_IF_ERROR(r.Int("concurrency", concurrency, 1, 100'000));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts, 1, kMaxAttemptsLimit));
+  CHRONOQ_RETURN_IF_ERROR(r.Object("backoff", backoff));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("retention_ms", settings.retention, Duration::zero(),
+                                   std::chrono::hours(24 * 3650)));
+  CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  if (concurrency) settings.concurrency = static_cast<int>(*concurrency);
+  if (max_attempts) settings.max_attempts = static_cast<int>(*max_attempts);
+  if (backoff != nullptr) {
+    ObjectReader b(*backoff, "backoff.");
+    std::optional<Duration> base, cap;
+    CHRONOQ_RETURN_IF_ERROR(b.Required("base_ms"));
+    CHRONOQ_RETURN_IF_ERROR(b.Millis("base_ms", base, std::chrono::milliseconds(1), kMaxLease));
+    CHRONOQ_RETURN_IF_ERROR(b.Millis("cap_ms", cap, std::chrono::milliseconds(1), kMaxLease));
+    CHRONOQ_RETURN_IF_ERROR(b.Finish());
+    settings.backoff = Backoff{.base = *base, .cap = cap.value_or(std::max(*base, Backoff().cap))};
+  }
+  return settings;
+}
+
+}  // namespace
+
+void Api::ListQueues(const Respond& respond) {
+  run_blocking_([this, respond] {
+    Result<std::vector<QueueInfo>> queues = engine_.ListQueues();
+    if (!queues.ok()) return respond(ErrorResponse(queues.status()));
+    ApiResponse out;
+    out.body = "{\"queues\":";
+    AppendArray(out.body, *queues, AppendQueue);
+    out.body += '}';
+    respond(std::move(out));
+  });
+}
+
+void Api::GetQueue(const std::string& queue, const Respond& respond) {
+  run_blocking_([this, queue, respond] { respond(QueueResponse(engine_.GetQueue(queue))); });
+}
+
+void Api::ConfigureQueue(const std::string& queue, const std::string& body,
+                         const Respond& respond) {
+  Result<QueueSettings> settings = ParseQueueSettings(body);
+  if (!settings.ok()) return respond(ErrorResponse(settings.status()));
+  run_blocking_([this, queue, settings = *settings, respond] {
+    respond(QueueResponse(engine_.ConfigureQueue(queue, settings)));
+  });
+}
+
+void Api::PauseQueue(const std::string& queue, bool paused, const std::string& body,
+                     const Respond& respond) {
+  if (Status s = ExpectNoFields(body); !s.ok()) return respond(ErrorResponse(s));
+  run_blocking_([this, queue, paused, respond] {
+    respond(QueueResponse(engine_.PauseQueue(queue, paused)));
+  });
+}
+
+void Api::Metrics(const Respond& respond) {
+  run_blocking_([this, respond] {
+    Result<std::vector<QueueInfo>> queues = engine_.ListQueues();
+    if (!queues.ok()) return respond(ErrorResponse(queues.status()));
+    ApiResponse out;
+    out.content_type = std::string(kMetricsContentType);
+    out.body = RenderMetrics(engine_.Stats(), *queues, counters_);
+    respond(std::move(out));
+  });
+}
+
+}  // namespace chronoq::server

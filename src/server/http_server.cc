@@ -1,0 +1,316 @@
+#include "server/http_server.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "server/json_codec.h"
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+namespace chronoq::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+bool TokenMatches(std::string_view presented, std::string_view expected) {
+  // Hashing first makes the comparison length-independent.
+  unsigned char a[SHA256_DIGEST_LENGTH];
+  unsigned char b[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(presented.data()), presented.size(), a);
+  SHA256(reinterpret_cast<const unsigned char*>(expected.data()), expected.size(), b);
+  return CRYPTO_memcmp(a, b, sizeof a) == 0;
+}
+
+namespace {
+
+class Session;
+
+// What sessions share: options, the Api, and the registry Stop() walks.
+struct Shared {
+  ServerOptions options;
+  Api& api;
+  std::mutex mu;
+  std::condition_variable drained;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;  // guarded by mu
+  bool stopping = false;                                          // guarded by mu
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, Shared& shared) : stream_(std::move(socket)), shared_(shared) {}
+  ~Session() {
+    std::lock_guard lock(shared_.mu);
+    shared_.sessions.erase(this);
+    if (shared_.sessions.empty()) shared_.drained.notify_all();
+  }
+
+  // Registers with the server (false when it is stopping) and starts reading.
+  bool Start() {
+    {
+      std::lock_guard lock(shared_.mu);
+      if (shared_.stopping) return false;
+      shared_.sessions.emplace(this, weak_from_this());
+    }
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->AwaitRequest(); });
+    return true;
+  }
+
+  // Closes the connection once the request in flight (if any) is answered.
+  void Shutdown() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      self->stopping_ = true;
+      if (!self->busy_) self->Close();
+    });
+  }
+
+ private:
+  // Waits (up to the idle timeout) for the first bytes of the next request.
+  void AwaitRequest() {
+    if (stopping_) return Close();
+    if (buffer_.size() > 0) return ReadHeader();  // a pipelined request
+    stream_.expires_after(shared_.options.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->Close();
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(shared_.options.max_header));
+    parser_->body_limit(shared_.options.max_body);
+    stream_.expires_after(shared_.options.header_timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec == http::error::header_limit) {
+      return Reject(431, "request_header_fields_too_large", "headers larger than 16 KiB");
+    }
+    // The parser refuses a Content-Length above the body limit with the header.
+    if (ec == http::error::body_limit) {
+      return Reject(413, "payload_too_large", "request body larger than 1 MiB");
+    }
+    if (ec) return Close();  // includes the header timeout: the client is dropped
+    const auto& req = parser_->get();
+    if (!shared_.options.token.empty() && req.target() != "/healthz" && !Authorized(req)) {
+      return Reject(401, "unauthorized", "missing or wrong bearer token");
+    }
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code e, size_t) { self->OnBody(e); });
+  }
+
+  bool Authorized(const http::request<http::string_body>& req) const {
+    auto it = req.find(http::field::authorization);
+    if (it == req.end()) return false;
+    std::string_view value(it->value().data(), it->value().size());
+    constexpr std::string_view kBearer = "Bearer ";
+    if (value.substr(0, kBearer.size()) != kBearer) return false;
+    return TokenMatches(value.substr(kBearer.size()), shared_.options.token);
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      return Reject(413, "payload_too_large", "request body larger than 1 MiB");
+    }
+    if (ec) return Close();
+    busy_ = true;
+    stream_.expires_never();  // a long-polling claim may take its time
+    auto& req = parser_->get();
+    keep_alive_ = req.keep_alive();
+    ApiRequest request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    request.body = std::move(req.body());
+    shared_.api.Handle(std::move(request), [self = shared_from_this()](ApiResponse r) {
+      // Often called on the engine's loop thread: hand over at once.
+      asio::post(self->stream_.get_executor(),
+                 [self, r = std::move(r)]() mutable { self->Write(std::move(r)); });
+    });
+  }
+
+  // Answers an unreadable request and closes: its body was not consumed.
+  void Reject(int status, std::string_view code, std::string message) {
+    busy_ = true;
+    keep_alive_ = false;
+    unread_body_ = true;
+    ApiResponse r;
+    r.status = status;
+    r.body = ErrorBody(
+        code, Status(status == 401 ? StatusCode::kInvalidArgument : StatusCode::kResourceExhausted,
+                     std::move(message)));
+    Write(std::move(r));
+  }
+
+  void Write(ApiResponse r) {
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->result(static_cast<unsigned>(r.status));
+    res->version(11);
+    res->set(http::field::server, "chronoqd");
+    res->set(http::field::content_type, r.content_type);
+    if (!r.allow.empty()) res->set(http::field::allow, r.allow);
+    if (r.status == 401) res->set(http::field::www_authenticate, "Bearer");
+    res->keep_alive(keep_alive_ && !stopping_);
+    res->body() = std::move(r.body);
+    res->prepare_payload();
+    stream_.expires_after(shared_.options.idle_timeout);  // a reader too slow to drain
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, size_t) {
+                        self->busy_ = false;
+                        if (ec) return self->Close();
+                        if (self->unread_body_) return self->LingerClose();
+                        if (!res->keep_alive()) return self->Close();
+                        self->AwaitRequest();
+                      });
+  }
+
+  // After refusing a request whose body was not read: stop sending, then read
+  // and discard what the client still sends (bounded in time and bytes), so
+  // it finishes writing and reads the answer instead of a connection reset.
+  void LingerClose() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(shared_.options.header_timeout);
+    DiscardInput(0);
+  }
+
+  void DiscardInput(size_t discarded) {
+    static constexpr size_t kMaxDiscard = 16 << 20;
+    buffer_.consume(buffer_.size());
+    stream_.async_read_some(buffer_.prepare(64 << 10),
+                            [self = shared_from_this(), discarded](beast::error_code ec, size_t n) {
+                              if (ec || discarded + n > kMaxDiscard) return self->stream_.close();
+                              self->buffer_.commit(n);
+                              self->DiscardInput(discarded + n);
+                            });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  Shared& shared_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  bool busy_ = false;  // a request is being answered
+  bool keep_alive_ = true;
+  bool unread_body_ = false;  // a refused request's body may still be coming
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(ServerOptions options, Api& api)
+      : shared_{.options = std::move(options), .api = api},
+        acceptor_(asio::make_strand(io_)),
+        work_(asio::make_work_guard(io_)) {}
+
+  Status Start() {
+    const std::string where = shared_.options.host + ":" + std::to_string(shared_.options.port);
+    beast::error_code ec;
+    const auto address = asio::ip::make_address(shared_.options.host, ec);
+    if (ec) return Status::InvalidArgument("listen", "not an IP address: " + shared_.options.host);
+    const tcp::endpoint endpoint(address, shared_.options.port);
+    if (acceptor_.open(endpoint.protocol(), ec) ||
+        acceptor_.set_option(asio::socket_base::reuse_address(true), ec) ||
+        acceptor_.bind(endpoint, ec) ||
+        acceptor_.listen(asio::socket_base::max_listen_connections, ec)) {
+      return Status::Unavailable("cannot listen on " + where + ": " + ec.message());
+    }
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    for (int i = 0; i < std::max(1, shared_.options.threads); ++i) {
+      threads_.emplace_back([this, i] {
+        const std::string name = "chronoqd-io-" + std::to_string(i);
+        pthread_setname_np(pthread_self(), name.c_str());
+        io_.run();
+      });
+    }
+    return {};
+  }
+
+  void Stop(const std::function<void()>& before_wait) {
+    std::vector<std::shared_ptr<Session>> sessions;
+    {
+      std::lock_guard lock(shared_.mu);
+      if (shared_.stopping) return;
+      shared_.stopping = true;
+      for (auto& [raw, weak] : shared_.sessions) {
+        if (auto s = weak.lock()) sessions.push_back(std::move(s));
+      }
+    }
+    asio::post(acceptor_.get_executor(), [this] {
+      beast::error_code ignored;
+      acceptor_.close(ignored);
+    });
+    if (before_wait) before_wait();
+    for (auto& s : sessions) s->Shutdown();
+    sessions.clear();
+    {
+      std::unique_lock lock(shared_.mu);
+      shared_.drained.wait_for(lock, std::chrono::seconds(30),
+                               [&] { return shared_.sessions.empty(); });
+    }
+    work_.reset();
+    io_.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  uint16_t port() const { return port_; }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(asio::make_strand(io_), [this](beast::error_code ec, tcp::socket s) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+      if (!ec) {
+        beast::error_code ignored;
+        s.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<Session>(std::move(s), shared_)->Start();
+      } else {
+        spdlog::warn("accept: {}", ec.message());
+      }
+      Accept();
+    });
+  }
+
+  Shared shared_;
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::vector<std::thread> threads_;
+  uint16_t port_ = 0;
+};
+
+HttpServer::HttpServer(ServerOptions options, Api& api)
+    : impl_(std::make_unique<Impl>(std::move(options), api)) {}
+
+HttpServer::~HttpServer() { impl_->Stop(nullptr); }
+
+Status HttpServer::Start() { return impl_->Start(); }
+
+uint16_t HttpServer::port() const { return impl_->port(); }
+
+void HttpServer::Stop(const std::function<void()>& before_wait) { impl_->Stop(before_wait); }
+
+}  // namespace chronoq::server

@@ -1,0 +1,60 @@
+// chronoqd's HTTP/1.1 transport on Boost.Beast: a few I/O threads serve every
+// connection asynchronously, so thousands of idle keep-alive or long-polling
+// connections cost memory, not threads. Requests go to the Api; answers come
+// back from the engine's loop thread and are written on the connection's
+// strand.
+//
+// Limits: headers are read within `header_timeout` once a request starts (a
+// slow client is dropped, not waited on), bodies above `max_body` get 413,
+// and an idle keep-alive connection is closed after `idle_timeout`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "chronoq/status.h"
+
+#include "server/api.h"
+
+namespace chronoq::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 7070;  // 0 picks a free port
+  // When set, every request but /healthz needs "Authorization: Bearer <token>".
+  std::string token;
+  int threads = 2;
+  size_t max_body = 1 << 20;
+  size_t max_header = 16 << 10;
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{120'000};
+};
+
+// Compares a presented bearer token with the expected one in time that does
+// not depend on where they differ (nor on the length of the expected one).
+bool TokenMatches(std::string_view presented, std::string_view expected);
+
+class HttpServer {
+ public:
+  HttpServer(ServerOptions options, Api& api);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts the I/O threads; an error names the address.
+  Status Start();
+  // The bound port (useful with port 0).
+  uint16_t port() const;
+  // Graceful stop: no new connections, idle connections close, requests in
+  // flight are answered (with Connection: close), then the threads end.
+  // `before_wait` runs once accepting stopped, e.g. to release long polls.
+  void Stop(const std::function<void()>& before_wait);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace chronoq::server

@@ -1,0 +1,417 @@
+#include "server/json_codec.h"
+
+#include <algorithm>
+
+#include "chronoq/time.h"
+
+namespace chronoq::server {
+namespace {
+
+// How deep `text` nests arrays and objects, stopping early past `limit`.
+// nlohmann parses iteratively but dumps recursively: a payload of 256 KiB of
+// '[' would overflow the stack when written back, so depth is checked first.
+int NestingDepth(std::string_view text, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+std::string_view TypeName(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::boolean:
+      return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+      return "an integer";
+    case Json::value_t::number_float:
+      return "a number";
+    default:
+      return "null";
+  }
+}
+
+// Epoch milliseconds accepted for times: 1970 to the end of 9999.
+constexpr int64_t kMaxEpochMillis = 253402300799999;
+
+}  // namespace
+
+Result<Json> ParseBody(std::string_view body) {
+  if (NestingDepth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return Status::InvalidArgument("body", "JSON nested deeper than 64 levels");
+  }
+  Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return Status::InvalidArgument("body", "not valid JSON");
+  if (!parsed.is_object()) return Status::InvalidArgument("body", "must be a JSON object");
+  return parsed;
+}
+
+Status ExpectNoFields(std::string_view body) {
+  if (body.empty()) return {};
+  CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  return ObjectReader(json).Finish();
+}
+
+ObjectReader::ObjectReader(const Json& object, std::string prefix)
+    : object_(object), prefix_(std::move(prefix)) {}
+
+const Json* ObjectReader::Find(std::string_view name) {
+  read_.emplace_back(name);
+  auto it = object_.find(name);
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+Status ObjectReader::String(std::string_view name, std::optional<std::string>& out,
+                            size_t max_bytes) {
+  const Json* v = Find(name);
+  if (v == nullptr) return {};
+  if (!v->is_string()) {
+    return Status::InvalidArgument(Field(name),
+                                   "must be a string, not " + std::string(TypeName(*v)));
+  }
+  const auto& s = v->get_ref<const std::string&>();
+  if (s.size() > max_bytes) {
+    return Status::InvalidArgument(Field(name),
+                                   "longer than " + std::to_string(max_bytes) + " bytes");
+  }
+  out = s;
+  return {};
+}
+
+Status ObjectReader::Int(std::string_view name, std::optional<int64_t>& out, int64_t min,
+                         int64_t max) {
+  const Json* v = Find(name);
+  if (v == nullptr) return {};
+  const auto range = [&] {
+    return Status::InvalidArgument(
+        Field(name), "must be between " + std::to_string(min) + " and " + std::to_string(max));
+  };
+  if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    if (u > static_cast<uint64_t>(max)) return range();
+    out = static_cast<int64_t>(u);
+  } else if (v->is_number_integer()) {
+    out = v->get<int64_t>();
+  } else {
+    return Status::InvalidArgument(Field(name),
+                                   "must be an integer, not " + std::string(TypeName(*v)));
+  }
+  if (*out < min || *out > max) {
+    out.reset();
+    return range();
+  }
+  return {};
+}
+
+Status ObjectReader::Millis(std::string_view name, std::optional<Duration>& out, Duration min,
+                            Duration max) {
+  std::optional<int64_t> ms;
+  CHRONOQ_RETURN_IF_ERROR(Int(name, ms,
+                              std::chrono::duration_cast<std::chrono::milliseconds>(min).count(),
+                              std::chrono::duration_cast<std::chrono::milliseconds>(max).count()));
+  if (ms) out = std::chrono::milliseconds(*ms);
+  return {};
+}
+
+Status ObjectReader::Time(std::string_view name, std::optional<Timestamp>& out) {
+  const Json* v = Find(name);
+  if (v == nullptr) return {};
+  if (v->is_string()) {
+    CHRONOQ_ASSIGN_OR_RETURN(Timestamp t, ParseTime(v->get_ref<const std::string&>(), Field(name)));
+    out = t;
+    return {};
+  }
+  if (v->is_number_integer() || v->is_number_unsigned()) {
+    std::optional<int64_t> ms;
+    CHRONOQ_RETURN_IF_ERROR(Int(name, ms, 0, kMaxEpochMillis));
+    out = Timestamp(std::chrono::milliseconds(*ms));
+    return {};
+  }
+  return Status::InvalidArgument(
+      Field(name),
+      "must be an RFC 3339 time or epoch milliseconds, not " + std::string(TypeName(*v)));
+}
+
+Status ObjectReader::Value(std::string_view name, std::optional<std::string>& out) {
+  const Json* v = Find(name);
+  if (v != nullptr) out = v->dump();
+  return {};
+}
+
+Status ObjectReader::Object(std::string_view name, const Json*& out) {
+  out = Find(name);
+  if (out != nullptr && !out->is_object()) {
+    const std::string type(TypeName(*out));
+    out = nullptr;
+    return Status::InvalidArgument(Field(name), "must be an object, not " + type);
+  }
+  return {};
+}
+
+Status ObjectReader::Array(std::string_view name, const Json*& out) {
+  out = Find(name);
+  if (out != nullptr && !out->is_array()) {
+    const std::string type(TypeName(*out));
+    out = nullptr;
+    return Status::InvalidArgument(Field(name), "must be an array, not " + type);
+  }
+  return {};
+}
+
+Status ObjectReader::Required(std::string_view name) const {
+  auto it = object_.find(name);
+  if (it == object_.end() || it->is_null()) return Status::InvalidArgument(Field(name), "missing");
+  return {};
+}
+
+Status ObjectReader::Finish() const {
+  for (const auto& [key, value] : object_.items()) {
+    if (std::find(read_.begin(), read_.end(), key) == read_.end()) {
+      return Status::InvalidArgument(Field(key), "unknown field");
+    }
+  }
+  return {};
+}
+
+Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix) {
+  if (!object.is_object()) {
+    std::string where = prefix.empty() ? "body" : prefix.substr(0, prefix.size() - 1);
+    return Status::InvalidArgument(where, "must be an object");
+  }
+  ObjectReader r(object, prefix);
+  TaskSpec spec;
+  std::optional<std::string> queue, id, on_conflict, payload;
+  std::optional<int64_t> max_attempts, priority;
+  std::optional<Duration> delay;
+  std::optional<Timestamp> run_at;
+  const Json* backoff = nullptr;
+  const Json* target = nullptr;
+  CHRONOQ_RETURN_IF_ERROR(r.Required("queue"));
+  CHRONOQ_RETURN_IF_ERROR(r.String("queue", queue, kMaxQueueNameBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.Value("payload", payload));
+  CHRONOQ_RETURN_IF_ERROR(r.Time("run_at", run_at));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("delay_ms", delay, Duration::zero(), kMaxDelay));
+  CHRONOQ_RETURN_IF_ERROR(r.String("id", id, kMaxIdBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.String("on_conflict", on_conflict, 16));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts, 1, kMaxAttemptsLimit));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("priority", priority, INT32_MIN, INT32_MAX));
+  CHRONOQ_RETURN_IF_ERROR(r.Object("backoff", backoff));
+  CHRONOQ_RETURN_IF_ERROR(r.Object("target", target));
+  CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  if (run_at && delay)
+    return Status::InvalidArgument(r.Field("delay_ms"), "give run_at or delay_ms, not both");
+
+  spec.queue = std::move(*queue);
+  if (payload) spec.payload = std::move(*payload);
+  spec.run_at = run_at;
+  spec.delay = delay;
+  if (id) {
+    if (id->empty()) return Status::InvalidArgument(r.Field("id"), "must not be empty");
+    spec.id = std::move(*id);
+  }
+  if (on_conflict) {
+    CHRONOQ_ASSIGN_OR_RETURN(spec.on_conflict,
+                             ParseOnConflict(*on_conflict, r.Field("on_conflict")));
+  }
+  if (max_attempts) spec.max_attempts = static_cast<int>(*max_attempts);
+  if (priority) spec.priority = static_cast<int>(*priority);
+  if (backoff != nullptr) {
+    ObjectReader b(*backoff, r.Field("backoff."));
+    std::optional<Duration> base, cap;
+    CHRONOQ_RETURN_IF_ERROR(b.Required("base_ms"));
+    CHRONOQ_RETURN_IF_ERROR(b.Millis("base_ms", base, std::chrono::milliseconds(1), kMaxDelay));
+    CHRONOQ_RETURN_IF_ERROR(b.Millis("cap_ms", cap, std::chrono::milliseconds(1), kMaxDelay));
+    CHRONOQ_RETURN_IF_ERROR(b.Finish());
+    spec.backoff = Backoff{.base = *base, .cap = cap.value_or(Backoff().cap)};
+  }
+  if (target != nullptr) {
+    CHRONOQ_ASSIGN_OR_RETURN(spec.target, ParseTarget(*target, r.Field("target.")));
+  }
+  return spec;
+}
+
+Result<WebhookTarget> ParseTarget(const Json& object, const std::string& prefix) {
+  ObjectReader r(object, prefix);
+  WebhookTarget target;
+  std::optional<std::string> url, method;
+  std::optional<Duration> timeout;
+  const Json* headers = nullptr;
+  CHRONOQ_RETURN_IF_ERROR(r.Required("url"));
+  CHRONOQ_RETURN_IF_ERROR(r.String("url", url, kMaxTargetUrlBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.String("method", method, 16));
+  CHRONOQ_RETURN_IF_ERROR(r.Object("headers", headers));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("timeout_ms", timeout, kMinTargetTimeout, kMaxTargetTimeout));
+  CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  target.url = std::move(*url);
+  if (method) target.method = std::move(*method);
+  if (timeout) target.timeout = *timeout;
+  if (headers != nullptr) {
+    for (const auto& [name, value] : headers->items()) {
+      if (!value.is_string()) {
+        return Status::InvalidArgument(r.Field("headers." + name), "must be a string");
+      }
+      target.headers.emplace_back(name, value.get<std::string>());
+    }
+  }
+  // The engine checks the rest (scheme, method, header syntax) by field.
+  return target;
+}
+
+void AppendString(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (u < 0x20) {
+          out += "\\u00";
+          out += kHex[u >> 4];
+          out += kHex[u & 15];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+void AppendTime(std::string& out, Timestamp t) {
+  out += '"';
+  out += FormatTime(t);
+  out += '"';
+}
+
+namespace {
+
+// The fields a task and a lease share, without the closing brace.
+void AppendCommon(std::string& out, std::string_view id, std::string_view queue,
+                  std::string_view payload, Timestamp run_at, int attempt, int max_attempts) {
+  out += "{\"id\":";
+  AppendString(out, id);
+  out += ",\"queue\":";
+  AppendString(out, queue);
+  out += ",\"payload\":";
+  out += payload;
+  out += ",\"run_at\":";
+  AppendTime(out, run_at);
+  out += ",\"attempt\":";
+  out += std::to_string(attempt);
+  out += ",\"max_attempts\":";
+  out += std::to_string(max_attempts);
+}
+
+}  // namespace
+
+void AppendTask(std::string& out, const Task& task) {
+  AppendCommon(out, task.id, task.queue, task.payload, task.run_at, task.attempt,
+               task.max_attempts);
+  out += ",\"state\":";
+  AppendString(out, TaskStateName(task.state));
+  out += ",\"priority\":";
+  out += std::to_string(task.priority);
+  out += ",\"last_error\":";
+  if (task.last_error) {
+    AppendString(out, *task.last_error);
+  } else {
+    out += "null";
+  }
+  if (task.lease_until) {
+    out += ",\"lease_until\":";
+    AppendTime(out, *task.lease_until);
+  }
+  if (task.target) {
+    out += ",\"target\":";
+    AppendTarget(out, *task.target);
+  }
+  out += ",\"created_at\":";
+  AppendTime(out, task.created_at);
+  out += ",\"updated_at\":";
+  AppendTime(out, task.updated_at);
+  out += '}';
+}
+
+void AppendTarget(std::string& out, const WebhookTarget& target) {
+  out += "{\"url\":";
+  AppendString(out, target.url);
+  out += ",\"method\":";
+  AppendString(out, target.method);
+  out += ",\"headers\":{";
+  for (size_t i = 0; i < target.headers.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendString(out, target.headers[i].first);
+    out += ':';
+    AppendString(out, target.headers[i].second);
+  }
+  out += "},\"timeout_ms\":";
+  out +=
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(target.timeout).count());
+  out += '}';
+}
+
+void AppendLease(std::string& out, const Lease& lease) {
+  AppendCommon(out, lease.id, lease.queue, lease.payload, lease.run_at, lease.attempt,
+               lease.max_attempts);
+  out += ",\"state\":\"running\",\"token\":";
+  out += std::to_string(lease.token);
+  out += ",\"lease_until\":";
+  AppendTime(out, lease.lease_until);
+  if (lease.target) {
+    out += ",\"target\":";
+    AppendTarget(out, *lease.target);
+  }
+  out += '}';
+}
+
+std::string ErrorBody(std::string_view code, const Status& status) {
+  std::string out = "{\"error\":{\"code\":";
+  AppendString(out, code);
+  out += ",\"message\":";
+  AppendString(out, status.message());
+  if (!status.field().empty()) {
+    out += ",\"field\":";
+    AppendString(out, status.field());
+  }
+  out += "}}";
+  return out;
+}
+
+}  // namespace chronoq::server

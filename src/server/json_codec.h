@@ -1,0 +1,91 @@
+// The wire format of chronoqd: request bodies in, task JSON out.
+//
+// Reading is strict: a body is one JSON object nested at most 64 levels,
+// every field has one type and range, and a field nobody asked for is an
+// error naming it (a typo must not silently do nothing). Errors are
+// InvalidArgument naming the field with its path ("tasks[3].run_at").
+//
+// Writing is by hand into one string: payloads are stored as JSON text and
+// are spliced in as they are, never parsed again.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "chronoq/result.h"
+#include "chronoq/task.h"
+
+namespace chronoq::server {
+
+using Json = nlohmann::json;
+
+inline constexpr int kMaxJsonDepth = 64;
+
+// Parses a request body that must be a JSON object.
+Result<Json> ParseBody(std::string_view body);
+
+// A body for an endpoint that takes no fields: empty, or an empty object.
+Status ExpectNoFields(std::string_view body);
+
+// Reads the fields of one object; each getter leaves `out` unset when the
+// field is absent (or null) and fails naming the field when it is malformed.
+class ObjectReader {
+ public:
+  // `prefix` is prepended to field names in errors, e.g. "tasks[2].".
+  ObjectReader(const Json& object, std::string prefix = "");
+
+  Status String(std::string_view name, std::optional<std::string>& out, size_t max_bytes);
+  Status Int(std::string_view name, std::optional<int64_t>& out, int64_t min, int64_t max);
+  // Milliseconds as an integer, between `min` and `max`.
+  Status Millis(std::string_view name, std::optional<Duration>& out, Duration min, Duration max);
+  // An RFC 3339 string with any offset, or integer epoch milliseconds.
+  Status Time(std::string_view name, std::optional<Timestamp>& out);
+  // Any JSON value, as compact text.
+  Status Value(std::string_view name, std::optional<std::string>& out);
+  // A nested object or array; nullptr when absent.
+  Status Object(std::string_view name, const Json*& out);
+  Status Array(std::string_view name, const Json*& out);
+  // InvalidArgument naming the field when it was absent.
+  Status Required(std::string_view name) const;
+  // Fails naming the first field no getter asked for.
+  Status Finish() const;
+
+  std::string Field(std::string_view name) const { return prefix_ + std::string(name); }
+
+ private:
+  const Json* Find(std::string_view name);
+
+  const Json& object_;
+  const std::string prefix_;
+  std::vector<std::string> read_;
+};
+
+// POST /v1/tasks and each element of POST /v1/tasks/batch.
+Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix);
+// A task's `target`: {url, method?, headers?: {name: value}, timeout_ms?}.
+Result<WebhookTarget> ParseTarget(const Json& object, const std::string& prefix);
+
+// Writers: append one JSON value to `out`.
+void AppendString(std::string& out, std::string_view text);
+void AppendTime(std::string& out, Timestamp t);
+void AppendTask(std::string& out, const Task& task);
+// [a,b,...] with `append(out, item)` writing each item.
+template <typename T, typename Append>
+void AppendArray(std::string& out, const std::vector<T>& items, Append append) {
+  out += '[';
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    append(out, items[i]);
+  }
+  out += ']';
+}
+void AppendLease(std::string& out, const Lease& lease);
+void AppendTarget(std::string& out, const WebhookTarget& target);
+// {"error":{"code":...,"message":...,"field":...}}; the field only when set.
+std::string ErrorBody(std::string_view code, const Status& status);
+
+}  // namespace chronoq::server

@@ -1,0 +1,756 @@
+// The chronoq command-line client against a scripted HTTP server: the exact
+// requests each command sends, how answers and errors are shown, and the
+// exit codes.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/http_client.h"
+#include "support/test_http_server.h"
+#include <unistd.h>
+
+namespace chronoq::cli {
+namespace {
+
+using json = nlohmann::json;
+using Request = test::TestHttpServer::Request;
+using Response = test::TestHttpServer::Response;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Optional;
+using ::testing::StartsWith;
+
+// A task as the server shows it.
+json Task(const std::string& id, const std::string& state = "scheduled") {
+  return {
+      {"id", id},
+      {"queue", "expire-share"},
+      {"state", state},
+      {"payload", {{"share", 42}}},
+      {"run_at", "2026-11-22T03:00:00.000Z"},
+      {"attempt", 0},
+      {"max_attempts", 25},
+      {"priority", 0},
+      {"last_error", nullptr},
+      {"created_at", "2026-11-15T03:00:00.000Z"},
+      {"updated_at", "2026-11-15T03:00:00.000Z"},
+  };
+}
+
+// A file holding `content`, removed when this goes out of scope.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("chronoq-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::ofstream(path_) << content;
+  }
+  ~TempFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+Response Answer(int status, const json& body) { return {.status = status, .body = body.dump()}; }
+
+// The error body chronoqd sends.
+Response Error(int status, const std::string& code, const std::string& message,
+               const std::string& field = "") {
+  json error = {{"code", code}, {"message", message}};
+  if (!field.empty()) error["field"] = field;
+  return Answer(status, {{"error", error}});
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  CliTest() { env_["CHRONOQ_URL"] = server_.url(); }
+
+  // Every request gets `response`.
+  void AnswerAll(Response response) {
+    server_.SetHandler([response](const Request&) { return response; });
+  }
+
+  // Runs `chronoq <args>`; out() and err() hold what it printed.
+  int Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    const CliIo io{
+        .out = out_,
+        .err = err_,
+        .in = in_,
+        .getenv = [this](std::string_view name) -> std::optional<std::string> {
+          const auto it = env_.find(std::string(name));
+          if (it == env_.end()) return std::nullopt;
+          return it->second;
+        },
+    };
+    return RunCli(args, io);
+  }
+
+  std::string out() const { return out_.str(); }
+  std::string err() const { return err_.str(); }
+
+  // The one request the server received.
+  Request OnlyRequest() const {
+    const std::vector<Request> requests = server_.requests();
+    EXPECT_EQ(requests.size(), 1u);
+    return requests.empty() ? Request{} : requests.front();
+  }
+
+  // Expects a usage error: exit 2, a message containing `message`, nothing sent.
+  void ExpectUsageError(std::vector<std::string> args, const std::string& message) {
+    SCOPED_TRACE(::testing::PrintToString(args));
+    EXPECT_EQ(Run(std::move(args)), kExitUsage);
+    EXPECT_THAT(err(), HasSubstr(message));
+    EXPECT_THAT(out(), IsEmpty());
+    EXPECT_THAT(server_.requests(), IsEmpty());
+  }
+
+  test::TestHttpServer server_;
+  std::map<std::string, std::string> env_;
+  std::istringstream in_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+json BodyOf(const Request& r) { return json::parse(r.body); }
+
+// ---------------------------------------------------------------------------
+// enqueue
+
+TEST_F(CliTest, EnqueueSendsEveryFlag) {
+  AnswerAll(Answer(201, Task("share:42")));
+  ASSERT_EQ(Run({"enqueue", "--queue", "expire-share", "--id", "share:42", "--delay", "7d",
+                 "--payload", R"({"share":42})", "--on-conflict", "replace", "--max-attempts", "3",
+                 "--priority", "-1"}),
+            kExitOk)
+      << err();
+
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/v1/tasks");
+  EXPECT_THAT(r.Header("Content-Type"), Optional(std::string("application/json")));
+  EXPECT_THAT(r.Header("Accept"), Optional(std::string("application/json")));
+  EXPECT_EQ(r.Header("Authorization"), std::nullopt);
+  EXPECT_EQ(BodyOf(r), json::parse(R"({
+    "queue": "expire-share", "id": "share:42", "delay_ms": 604800000,
+    "payload": {"share": 42}, "on_conflict": "replace", "max_attempts": 3, "priority": -1
+  })"));
+  EXPECT_EQ(out(), "enqueued share:42, due 2026-11-22T03:00:00.000Z\n");
+  EXPECT_THAT(err(), IsEmpty());
+}
+
+TEST_F(CliTest, EnqueueSendsOnlyWhatWasGiven) {
+  AnswerAll(Answer(201, Task("_0000000000000001")));
+  ASSERT_EQ(Run({"enqueue", "-q", "emails"}), kExitOk) << err();
+  EXPECT_EQ(BodyOf(OnlyRequest()), json::parse(R"({"queue": "emails"})"));
+  EXPECT_EQ(out(), "enqueued _0000000000000001, due 2026-11-22T03:00:00.000Z\n");
+}
+
+TEST_F(CliTest, EnqueueRunAtIsSentAsWrittenOrAsEpochMillis) {
+  AnswerAll(Answer(201, Task("a")));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--run-at", "2026-11-22T12:00:00+09:00"}), kExitOk) << err();
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--run-at", "1795316400000"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(BodyOf(requests[0]),
+            json::parse(R"({"queue":"q","run_at":"2026-11-22T12:00:00+09:00"})"));
+  EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"queue":"q","run_at":1795316400000})"));
+}
+
+TEST_F(CliTest, EnqueueReadsThePayloadFromStdin) {
+  AnswerAll(Answer(201, Task("a")));
+  in_.str("{\"to\": [1, 2]}\n");
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--payload-file", "-"}), kExitOk) << err();
+  EXPECT_EQ(BodyOf(OnlyRequest())["payload"], json::parse(R"({"to":[1,2]})"));
+}
+
+TEST_F(CliTest, EnqueueReadsThePayloadFromAFile) {
+  const TempFile file(R"(["x", null])");
+  AnswerAll(Answer(201, Task("a")));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--payload-file", file.path()}), kExitOk) << err();
+  EXPECT_EQ(BodyOf(OnlyRequest())["payload"], json::parse(R"(["x", null])"));
+}
+
+TEST_F(CliTest, EnqueueThatFoundTheTaskSaysSo) {
+  AnswerAll(Answer(200, Task("share:42", "running")));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--id", "share:42", "--on-conflict", "ignore"}), kExitOk);
+  EXPECT_EQ(out(), "kept share:42 (already running), due 2026-11-22T03:00:00.000Z\n");
+}
+
+TEST_F(CliTest, JsonPrintsTheServersAnswerAsIs) {
+  const std::string raw = R"({"id":"a","run_at":"2026-11-22T03:00:00.000Z","extra":[1]})";
+  AnswerAll({.status = 201, .body = raw});
+  ASSERT_EQ(Run({"--json", "enqueue", "-q", "q"}), kExitOk);
+  EXPECT_EQ(out(), raw + "\n");
+}
+
+// ---------------------------------------------------------------------------
+// One task: get, cancel, reschedule, retry.
+
+TEST_F(CliTest, GetShowsEveryField) {
+  json task = Task("share:42", "running");
+  task["attempt"] = 2;
+  task["last_error"] = "timeout";
+  task["token"] = 17;
+  task["lease_until"] = "2026-11-22T03:00:30.000Z";
+  AnswerAll(Answer(200, task));
+  ASSERT_EQ(Run({"get", "share:42"}), kExitOk) << err();
+
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.method, "GET");
+  EXPECT_EQ(r.target, "/v1/tasks/share%3A42");
+  EXPECT_THAT(r.body, IsEmpty());
+  EXPECT_EQ(r.Header("Content-Type"), std::nullopt);
+  EXPECT_EQ(out(),
+            "id:           share:42\n"
+            "queue:        expire-share\n"
+            "state:        running\n"
+            "run_at:       2026-11-22T03:00:00.000Z\n"
+            "attempt:      2/25\n"
+            "priority:     0\n"
+            "last_error:   timeout\n"
+            "created_at:   2026-11-15T03:00:00.000Z\n"
+            "updated_at:   2026-11-15T03:00:00.000Z\n"
+            "token:        17\n"
+            "lease_until:  2026-11-22T03:00:30.000Z\n"
+            "payload:      {\"share\":42}\n");
+}
+
+TEST_F(CliTest, IdsArePercentEncoded) {
+  AnswerAll(Answer(200, Task("share:42/x y")));
+  ASSERT_EQ(Run({"get", "share:42/x y"}), kExitOk);
+  ASSERT_EQ(Run({"cancel", "share:42/x y"}), kExitOk);
+  ASSERT_EQ(Run({"retry", "caf\xc3\xa9?#%+~._-"}), kExitOk);
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].target, "/v1/tasks/share%3A42%2Fx%20y");
+  EXPECT_EQ(requests[1].target, "/v1/tasks/share%3A42%2Fx%20y");
+  EXPECT_EQ(requests[2].target, "/v1/tasks/caf%C3%A9%3F%23%25%2B~._-/retry");
+}
+
+TEST_F(CliTest, CancelSendsDelete) {
+  AnswerAll(Answer(200, Task("a", "cancelled")));
+  ASSERT_EQ(Run({"cancel", "a"}), kExitOk);
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.method, "DELETE");
+  EXPECT_EQ(r.target, "/v1/tasks/a");
+  EXPECT_THAT(r.body, IsEmpty());
+  EXPECT_EQ(out(), "cancelled a\n");
+}
+
+TEST_F(CliTest, RescheduleSendsPatch) {
+  json moved = Task("a");
+  moved["run_at"] = "2026-12-01T00:00:00.000Z";
+  AnswerAll(Answer(200, moved));
+  ASSERT_EQ(Run({"reschedule", "a", "--run-at", "2026-12-01T00:00:00Z", "--payload", "[1]"}),
+            kExitOk)
+      << err();
+  ASSERT_EQ(Run({"reschedule", "a", "--delay", "90s"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].method, "PATCH");
+  EXPECT_EQ(requests[0].target, "/v1/tasks/a");
+  EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"run_at":"2026-12-01T00:00:00Z","payload":[1]})"));
+  EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"delay_ms":90000})"));
+  EXPECT_EQ(out(), "rescheduled a, due 2026-12-01T00:00:00.000Z\n");
+}
+
+TEST_F(CliTest, RescheduleNeedsATime) {
+  ExpectUsageError({"reschedule", "a"}, "give --run-at or --delay");
+}
+
+TEST_F(CliTest, RetrySendsPost) {
+  AnswerAll(Answer(200, Task("a")));
+  ASSERT_EQ(Run({"retry", "a"}), kExitOk);
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/v1/tasks/a/retry");
+  EXPECT_EQ(BodyOf(r), json::object());
+  EXPECT_EQ(out(), "requeued a, due 2026-11-22T03:00:00.000Z\n");
+}
+
+// ---------------------------------------------------------------------------
+// list
+
+TEST_F(CliTest, ListPrintsATable) {
+  json dead = Task("share:7", "dead");
+  dead["attempt"] = 25;
+  AnswerAll(Answer(200, {{"tasks", {Task("share:42"), dead}}, {"next_cursor", nullptr}}));
+  ASSERT_EQ(Run({"list", "--queue", "expire-share", "--state", "scheduled", "--limit", "2"}),
+            kExitOk)
+      << err();
+
+  EXPECT_EQ(OnlyRequest().target, "/v1/tasks?queue=expire-share&state=scheduled&limit=2");
+  EXPECT_EQ(out(),
+            "ID        QUEUE         STATE      RUN_AT                    ATTEMPT\n"
+            "share:42  expire-share  scheduled  2026-11-22T03:00:00.000Z  0/25\n"
+            "share:7   expire-share  dead       2026-11-22T03:00:00.000Z  25/25\n");
+  EXPECT_THAT(err(), IsEmpty());
+}
+
+TEST_F(CliTest, ListSaysWhenThereIsMore) {
+  AnswerAll(Answer(200, {{"tasks", json::array()}, {"next_cursor", "c/1"}}));
+  ASSERT_EQ(Run({"list"}), kExitOk);
+  EXPECT_EQ(OnlyRequest().target, "/v1/tasks");
+  EXPECT_EQ(out(), "no tasks\n");
+  EXPECT_EQ(err(), "more: --cursor c/1 (or --all)\n");
+
+  ASSERT_EQ(Run({"list", "--cursor", "c/1"}), kExitOk);
+  EXPECT_EQ(server_.requests().back().target, "/v1/tasks?cursor=c%2F1");
+}
+
+// Answers GET /v1/tasks in three pages: a, b | c | d.
+Response ThreePages(const Request& r) {
+  if (r.target.ends_with("cursor=p%2B2")) {
+    return Answer(200, {{"tasks", {Task("c")}}, {"next_cursor", "p3"}});
+  }
+  if (r.target.ends_with("cursor=p3")) {
+    return Answer(200, {{"tasks", {Task("d")}}, {"next_cursor", nullptr}});
+  }
+  return Answer(200, {{"tasks", {Task("a"), Task("b")}}, {"next_cursor", "p+2"}});
+}
+
+TEST_F(CliTest, ListAllFollowsTheCursorOverOneConnection) {
+  server_.SetHandler(ThreePages);
+  ASSERT_EQ(Run({"list", "--all", "--state", "dead"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].target, "/v1/tasks?state=dead");
+  EXPECT_EQ(requests[1].target, "/v1/tasks?state=dead&cursor=p%2B2");
+  EXPECT_EQ(requests[2].target, "/v1/tasks?state=dead&cursor=p3");
+  EXPECT_EQ(requests[1].connection, requests[0].connection);
+  EXPECT_EQ(requests[2].connection, requests[0].connection);
+  EXPECT_EQ(out(),
+            "ID  QUEUE         STATE      RUN_AT                    ATTEMPT\n"
+            "a   expire-share  scheduled  2026-11-22T03:00:00.000Z  0/25\n"
+            "b   expire-share  scheduled  2026-11-22T03:00:00.000Z  0/25\n"
+            "c   expire-share  scheduled  2026-11-22T03:00:00.000Z  0/25\n"
+            "d   expire-share  scheduled  2026-11-22T03:00:00.000Z  0/25\n");
+}
+
+TEST_F(CliTest, ListAllWithJsonMergesThePages) {
+  server_.SetHandler(ThreePages);
+  ASSERT_EQ(Run({"list", "--all", "--json"}), kExitOk) << err();
+  const json merged = json::parse(out());
+  EXPECT_EQ(merged, json({{"tasks", {Task("a"), Task("b"), Task("c"), Task("d")}},
+                          {"next_cursor", nullptr}}));
+}
+
+TEST_F(CliTest, ListAllReconnectsWhenTheServerClosesTheConnection) {
+  server_.SetHandler([](const Request& r) {
+    Response response = ThreePages(r);
+    response.close = true;
+    return response;
+  });
+  ASSERT_EQ(Run({"list", "--all"}), kExitOk) << err();
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_NE(requests[1].connection, requests[0].connection);
+  EXPECT_NE(requests[2].connection, requests[1].connection);
+  EXPECT_THAT(out(), HasSubstr("\nd "));
+}
+
+TEST_F(CliTest, ListAllStopsOnARepeatedCursor) {
+  AnswerAll(Answer(200, {{"tasks", {Task("a")}}, {"next_cursor", "same"}}));
+  EXPECT_EQ(Run({"list", "--all"}), kExitServerError);
+  EXPECT_EQ(server_.requests().size(), 2u);
+  EXPECT_EQ(err(), "error: the server returned the same cursor twice\n");
+}
+
+// ---------------------------------------------------------------------------
+// Workers: claim, ack, fail, extend.
+
+TEST_F(CliTest, ClaimPrintsOneLinePerTask) {
+  json a = Task("a", "running");
+  a["attempt"] = 1;
+  a["token"] = 7;
+  a["payload"] = {{"to", "x@example.com"}};
+  json b = Task("b c", "running");
+  b["attempt"] = 3;
+  b["token"] = 7;
+  b["payload"] = "text";
+  AnswerAll(Answer(200, {{"tasks", {a, b}}}));
+  ASSERT_EQ(Run({"claim", "emails", "--max", "10", "--lease", "1m", "--wait", "5s"}), kExitOk)
+      << err();
+
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/v1/queues/emails/claim");
+  EXPECT_EQ(BodyOf(r), json::parse(R"({"max":10,"lease_ms":60000,"wait_ms":5000})"));
+  EXPECT_EQ(out(),
+            "a 7 1 {\"to\":\"x@example.com\"}\n"
+            "b c 7 3 \"text\"\n");
+}
+
+TEST_F(CliTest, ClaimDefaults) {
+  AnswerAll(Answer(200, {{"tasks", json::array()}}));
+  ASSERT_EQ(Run({"claim", "emails"}), kExitOk) << err();
+  EXPECT_EQ(BodyOf(OnlyRequest()), json::parse(R"({"max":1,"lease_ms":30000,"wait_ms":0})"));
+  EXPECT_THAT(out(), IsEmpty());
+  EXPECT_EQ(err(), "no tasks claimed\n");
+}
+
+TEST_F(CliTest, AckSendsTheToken) {
+  AnswerAll(Answer(200, json::object()));
+  ASSERT_EQ(Run({"ack", "a", "--token", "18446744073709551615"}), kExitOk) << err();
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/v1/tasks/a/ack");
+  EXPECT_EQ(BodyOf(r), json::parse(R"({"token":18446744073709551615})"));
+  EXPECT_EQ(out(), "acked a\n");
+}
+
+TEST_F(CliTest, StaleTokenIsAServerError) {
+  AnswerAll(Error(409, "stale_token", "the lease on a is no longer yours", "token"));
+  EXPECT_EQ(Run({"ack", "a", "--token", "7"}), kExitServerError);
+  EXPECT_THAT(out(), IsEmpty());
+  EXPECT_EQ(err(), "error: stale_token: the lease on a is no longer yours (field token)\n");
+}
+
+TEST_F(CliTest, FailSendsTheErrorAndRetryDelay) {
+  json retried = Task("a");
+  retried["run_at"] = "2026-11-22T03:01:30.000Z";
+  AnswerAll(Answer(200, retried));
+  ASSERT_EQ(Run({"fail", "a", "--token", "7", "--error", "smtp: 421", "--retry-in", "90s"}),
+            kExitOk)
+      << err();
+  ASSERT_EQ(Run({"fail", "a", "--token", "8", "--error", "again"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].target, "/v1/tasks/a/fail");
+  EXPECT_EQ(BodyOf(requests[0]),
+            json::parse(R"({"token":7,"error":"smtp: 421","retry_in_ms":90000})"));
+  EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"token":8,"error":"again"})"));
+  EXPECT_EQ(out(), "failed a: scheduled, due 2026-11-22T03:01:30.000Z\n");
+}
+
+TEST_F(CliTest, ExtendSendsTheLease) {
+  AnswerAll(Answer(200, {{"lease_until", "2026-11-22T03:02:00.000Z"}}));
+  ASSERT_EQ(Run({"extend", "a", "--token", "7", "--lease", "2m"}), kExitOk) << err();
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.target, "/v1/tasks/a/extend");
+  EXPECT_EQ(BodyOf(r), json::parse(R"({"token":7,"lease_ms":120000})"));
+  EXPECT_EQ(out(), "extended a, lease until 2026-11-22T03:02:00.000Z\n");
+}
+
+// ---------------------------------------------------------------------------
+// Queues.
+
+TEST_F(CliTest, QueuesPrintsATable) {
+  AnswerAll(Answer(200, json::parse(R"({"queues": [
+    {"name": "emails", "paused": false, "oldest_due_lateness_ms": 1500, "concurrency": 4,
+     "counts": {"scheduled": 12, "running": 3, "succeeded": 100, "cancelled": 0, "dead": 1}},
+    {"name": "expire-share", "paused": true, "oldest_due_lateness_ms": null,
+     "counts": {"scheduled": 0, "running": 0, "succeeded": 7, "cancelled": 2, "dead": 0}}
+  ]})")));
+  ASSERT_EQ(Run({"queues"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/v1/queues");
+  EXPECT_EQ(out(),
+            "QUEUE         PAUSED  SCHEDULED  RUNNING  SUCCEEDED  CANCELLED  DEAD  LATE\n"
+            "emails        no      12         3        100        0          1     1.5s\n"
+            "expire-share  yes     0          0        7          2          0     -\n");
+}
+
+TEST_F(CliTest, QueueSetSendsOnlyTheGivenSettings) {
+  AnswerAll(Answer(200, json::object()));
+  ASSERT_EQ(Run({"queue", "set", "emails", "--concurrency", "8", "--max-attempts", "5",
+                 "--backoff-base", "2s", "--backoff-cap", "10m", "--retention", "7d"}),
+            kExitOk)
+      << err();
+  ASSERT_EQ(Run({"queue", "set", "emails", "--backoff-base", "500ms"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].method, "PUT");
+  EXPECT_EQ(requests[0].target, "/v1/queues/emails");
+  EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"concurrency":8,"max_attempts":5,
+    "backoff":{"base_ms":2000,"cap_ms":600000},"retention_ms":604800000})"));
+  EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"backoff":{"base_ms":500}})"));
+  EXPECT_EQ(out(), "updated queue emails\n");
+}
+
+TEST_F(CliTest, QueueSetNeedsSomethingToChange) {
+  ExpectUsageError({"queue", "set", "emails"}, "nothing to change");
+  ExpectUsageError({"queue", "set", "emails", "--backoff-cap", "1h"},
+                   "--backoff-cap requires --backoff-base");
+}
+
+TEST_F(CliTest, PauseAndResume) {
+  ASSERT_EQ(Run({"pause", "emails"}), kExitOk) << err();
+  EXPECT_EQ(out(), "paused emails\n");
+  ASSERT_EQ(Run({"resume", "emails"}), kExitOk) << err();
+  EXPECT_EQ(out(), "resumed emails\n");
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].target, "/v1/queues/emails/pause");
+  EXPECT_EQ(requests[1].target, "/v1/queues/emails/resume");
+  EXPECT_EQ(BodyOf(requests[1]), json::object());
+}
+
+// ---------------------------------------------------------------------------
+// Server: health, version.
+
+TEST_F(CliTest, Health) {
+  AnswerAll(Answer(200, {{"status", "ok"}}));
+  ASSERT_EQ(Run({"health"}), kExitOk);
+  EXPECT_EQ(OnlyRequest().target, "/healthz");
+  EXPECT_EQ(out(), "ok\n");
+}
+
+TEST_F(CliTest, VersionShowsClientAndServer) {
+  AnswerAll(Answer(200, {{"version", "9.8.7"}}));
+  ASSERT_EQ(Run({"version"}), kExitOk);
+  EXPECT_EQ(OnlyRequest().target, "/v1/version");
+  EXPECT_THAT(out(), StartsWith("client 0."));
+  EXPECT_THAT(out(), HasSubstr("\nserver 9.8.7\n"));
+}
+
+// ---------------------------------------------------------------------------
+// Global options: URL, token, placement.
+
+TEST_F(CliTest, NoTokenSendsNoAuthorization) {
+  ASSERT_EQ(Run({"health"}), kExitOk);
+  EXPECT_EQ(OnlyRequest().Header("Authorization"), std::nullopt);
+}
+
+TEST_F(CliTest, TokenFromTheEnvironment) {
+  env_["CHRONOQ_TOKEN"] = "s3cret";
+  ASSERT_EQ(Run({"health"}), kExitOk);
+  EXPECT_THAT(OnlyRequest().Header("Authorization"), Optional(std::string("Bearer s3cret")));
+}
+
+TEST_F(CliTest, TokenFileLosesItsNewlineAndWinsOverTheEnvironment) {
+  const TempFile file("from-file\r\n");
+  env_["CHRONOQ_TOKEN"] = "from-env";
+  ASSERT_EQ(Run({"--token-file", file.path(), "health"}), kExitOk) << err();
+  EXPECT_THAT(OnlyRequest().Header("Authorization"), Optional(std::string("Bearer from-file")));
+}
+
+TEST_F(CliTest, MissingTokenFileIsAUsageError) {
+  ExpectUsageError({"--token-file", "/nonexistent/token", "health"},
+                   "error: --token-file: cannot read /nonexistent/token");
+}
+
+TEST_F(CliTest, GlobalOptionsMayFollowTheSubcommand) {
+  env_.erase("CHRONOQ_URL");
+  AnswerAll(Answer(200, Task("a")));
+  ASSERT_EQ(Run({"get", "a", "--json", "--url", server_.url()}), kExitOk) << err();
+  EXPECT_EQ(json::parse(out()), Task("a"));
+  ASSERT_EQ(Run({"queue", "set", "q", "--concurrency", "1", "--url", server_.url(), "--json"}),
+            kExitOk)
+      << err();
+  EXPECT_EQ(server_.requests().size(), 2u);
+}
+
+TEST_F(CliTest, UrlFlagWinsOverTheEnvironment) {
+  env_["CHRONOQ_URL"] = "http://127.0.0.1:1";
+  ASSERT_EQ(Run({"--url", server_.url() + "/", "health"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/healthz");
+}
+
+TEST_F(CliTest, UrlPrefixIsPrependedToEveryPath) {
+  ASSERT_EQ(Run({"--url", server_.url() + "/chronoq/", "health"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/chronoq/healthz");
+}
+
+// ---------------------------------------------------------------------------
+// Errors and exit codes.
+
+TEST_F(CliTest, ServerErrorExitsOneWithTheMessage) {
+  AnswerAll(Error(404, "not_found", "task share:42 does not exist"));
+  EXPECT_EQ(Run({"get", "share:42"}), kExitServerError);
+  EXPECT_THAT(out(), IsEmpty());
+  EXPECT_EQ(err(), "error: not_found: task share:42 does not exist\n");
+
+  AnswerAll(Error(400, "invalid_argument", "run_at: not an RFC 3339 time", "run_at"));
+  EXPECT_EQ(Run({"--json", "enqueue", "-q", "q"}), kExitServerError);
+  EXPECT_THAT(out(), IsEmpty());
+  EXPECT_EQ(err(), "error: invalid_argument: run_at: not an RFC 3339 time (field run_at)\n");
+}
+
+TEST_F(CliTest, ErrorThatIsNotChronoqsShapeShowsStatusAndBody) {
+  AnswerAll({.status = 502, .body = "Bad Gateway\n<html>", .content_type = "text/html"});
+  EXPECT_EQ(Run({"health"}), kExitServerError);
+  EXPECT_EQ(err(), "error: HTTP 502: Bad Gateway\n");
+}
+
+TEST_F(CliTest, SuccessThatIsNotJsonIsAnError) {
+  AnswerAll({.status = 200, .body = "<html>", .content_type = "text/html"});
+  EXPECT_EQ(Run({"health"}), kExitServerError);
+  EXPECT_EQ(err(), "error: the server's answer (HTTP 200) is not JSON\n");
+}
+
+TEST_F(CliTest, ConnectionRefusedExitsThree) {
+  std::string url;
+  {
+    test::TestHttpServer gone;
+    url = gone.url();
+  }  // nothing listens there now
+  env_["CHRONOQ_URL"] = url;
+  EXPECT_EQ(Run({"health"}), kExitUnreachable);
+  EXPECT_EQ(err(), "error: cannot connect to " + url.substr(std::string("http://").size()) +
+                       ": connection refused\n");
+}
+
+TEST_F(CliTest, SlowServerTimesOutWithExitThree) {
+  server_.HoldNextRequest();
+  EXPECT_EQ(Run({"--timeout", "200ms", "health"}), kExitUnreachable);
+  EXPECT_TRUE(server_.AwaitHeldRequest());
+  EXPECT_EQ(err(), "error: no answer from 127.0.0.1:" + std::to_string(server_.port()) +
+                       " within 200ms\n");
+  server_.Release();
+  // The next command gets a fresh connection and an answer.
+  EXPECT_EQ(Run({"health"}), kExitOk) << err();
+}
+
+TEST_F(CliTest, ClaimWaitsLongerThanTheTimeout) {
+  // The server may hold a claim for the whole --wait: the client allows for it.
+  server_.HoldNextRequest();
+  EXPECT_EQ(Run({"--timeout", "100ms", "claim", "q", "--wait", "200ms"}), kExitUnreachable);
+  EXPECT_TRUE(server_.AwaitHeldRequest());
+  EXPECT_THAT(err(), HasSubstr(" within 300ms\n"));
+  server_.Release();
+}
+
+TEST_F(CliTest, BadCommandLinesExitTwoAndSendNothing) {
+  ExpectUsageError({}, "A subcommand is required");
+  ExpectUsageError({"frobnicate"}, "error: unknown command frobnicate");
+  ExpectUsageError({"--bogus"}, "--bogus");
+  ExpectUsageError({"--bogus", "health"}, "--bogus");
+  ExpectUsageError({"enqueue"}, "--queue is required");
+  ExpectUsageError({"enqueue", "-q", "q", "--bogus"}, "--bogus");
+  ExpectUsageError({"enqueue", "-q", "q", "--delay", "5x"}, "error: --delay: unknown unit");
+  ExpectUsageError({"enqueue", "-q", "q", "--delay", "1500us"},
+                   "error: --delay: use whole milliseconds");
+  ExpectUsageError({"enqueue", "-q", "q", "--run-at", "tomorrow"},
+                   "error: --run-at: not an RFC 3339 time");
+  ExpectUsageError({"enqueue", "-q", "q", "--run-at", "2026-11-22T03:00:00Z", "--delay", "1s"},
+                   "excludes");
+  ExpectUsageError({"enqueue", "-q", "q", "--on-conflict", "overwrite"}, "--on-conflict");
+  ExpectUsageError({"enqueue", "-q", "q", "--payload", "{x"},
+                   "error: --payload: not valid JSON (at line 1, column 2)");
+  ExpectUsageError({"enqueue", "-q", "q", "--max-attempts", "many"}, "--max-attempts");
+  ExpectUsageError({"list", "--state", "sleeping"}, "--state");
+  ExpectUsageError({"claim", "q", "--lease", "soon"}, "error: --lease:");
+  ExpectUsageError({"ack", "a", "--token", "x7"}, "error: --token: not a lease token");
+  ExpectUsageError({"ack", "a"}, "--token is required");
+  ExpectUsageError({"fail", "a", "--token", "7"}, "--error is required");
+  ExpectUsageError({"queue", "set", "q", "--retention", "forever"}, "error: --retention:");
+  ExpectUsageError({"queue"}, "A subcommand is required");
+  ExpectUsageError({"--timeout", "0", "health"}, "error: --timeout: must be positive");
+  ExpectUsageError({"--url", "https://example.com", "health"}, "https is not supported");
+}
+
+TEST_F(CliTest, BadUrlFromTheEnvironmentNamesTheVariable) {
+  env_["CHRONOQ_URL"] = "ftp://example.com";
+  ExpectUsageError({"health"}, "error: CHRONOQ_URL: must start with http://");
+}
+
+TEST_F(CliTest, HelpExitsZero) {
+  EXPECT_EQ(Run({"--help"}), kExitOk);
+  EXPECT_THAT(out(), HasSubstr("enqueue"));
+  EXPECT_THAT(out(), HasSubstr("CHRONOQ_TOKEN"));
+  EXPECT_EQ(Run({"claim", "--help"}), kExitOk);
+  EXPECT_THAT(out(), HasSubstr("--lease"));
+  EXPECT_THAT(server_.requests(), IsEmpty());
+}
+
+// ---------------------------------------------------------------------------
+// The HTTP client's helpers.
+
+TEST(ParseBaseUrlTest, AcceptsHostsPortsAndPrefixes) {
+  Result<BaseUrl> u = ParseBaseUrl("http://127.0.0.1:7070");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, "7070");
+  EXPECT_EQ(u->prefix, "");
+
+  u = ParseBaseUrl("HTTP://example.com/api/");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->Authority(), "example.com:80");
+  EXPECT_EQ(u->prefix, "/api");
+
+  u = ParseBaseUrl("[::1]:9000");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->host, "::1");
+  EXPECT_EQ(u->Authority(), "[::1]:9000");
+}
+
+TEST(ParseBaseUrlTest, RejectsWhatItCannotUse) {
+  for (const char* bad : {"https://a", "ftp://a", "http://", "http://a:0", "http://a:65536",
+                          "http://a:x", "http://u@a", "http://a/?q", "http://[::1"}) {
+    SCOPED_TRACE(bad);
+    Result<BaseUrl> u = ParseBaseUrl(bad, "--url");
+    ASSERT_FALSE(u.ok());
+    EXPECT_EQ(u.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(u.status().field(), "--url");
+  }
+}
+
+TEST(PercentEncodeTest, KeepsOnlyUnreservedCharacters) {
+  EXPECT_EQ(PercentEncode("AZaz09-._~"), "AZaz09-._~");
+  EXPECT_EQ(PercentEncode("a b/c:d?e#f%g+h&i=j"), "a%20b%2Fc%3Ad%3Fe%23f%25g%2Bh%26i%3Dj");
+  EXPECT_EQ(PercentEncode("\xc3\xa9\x01"), "%C3%A9%01");
+}
+
+TEST(HttpClientTest, ReusesOneConnection) {
+  test::TestHttpServer server;
+  auto client = HttpClient::Create(server.url(), std::chrono::seconds(10));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  for (int i = 0; i < 3; ++i) {
+    Result<HttpResponse> r = (*client)->Send("POST", "/x", "{\"i\":1}", {{"X-Test", "yes"}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "{}");
+    EXPECT_THAT(r->Header("content-type"), Optional(std::string("application/json")));
+  }
+  const std::vector<Request> requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[2].connection, requests[0].connection);
+  EXPECT_THAT(requests[0].Header("x-test"), Optional(std::string("yes")));
+  EXPECT_THAT(requests[0].Header("Host"), Optional("127.0.0.1:" + std::to_string(server.port())));
+  EXPECT_EQ(requests[0].body, "{\"i\":1}");
+}
+
+TEST(HttpClientTest, ResendsOnceWhenAnIdleConnectionWasClosed) {
+  test::TestHttpServer server;
+  auto client = HttpClient::Create(server.url(), std::chrono::seconds(10));
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->Send("POST", "/one", "{}", {}).ok());
+  server.CloseConnections();
+  Result<HttpResponse> r = (*client)->Send("POST", "/two", "{}", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+
+  const std::vector<Request> requests = server.requests();
+  ASSERT_EQ(requests.size(), 2u);  // "/two" arrived once, on a new connection
+  EXPECT_EQ(requests[1].target, "/two");
+  EXPECT_NE(requests[1].connection, requests[0].connection);
+}
+
+}  // namespace
+}  // namespace chronoq::cli

@@ -1,0 +1,81 @@
+// The wire format: strict reading (types, ranges, unknown fields, nesting)
+// and hand-written output that must be valid JSON.
+#include "chronoq/time.h"
+#include "server/json_codec.h"
+
+#include <gtest/gtest.h>
+
+namespace chronoq::server {
+namespace {
+
+TEST(JsonCodecTest, BodyMustBeAnObjectOfBoundedDepth) {
+  EXPECT_TRUE(ParseBody(R"({"a":[[[1]]]})").ok());
+  EXPECT_EQ(ParseBody("[1]").status().field(), "body");
+  EXPECT_EQ(ParseBody("{").status().field(), "body");
+  const std::string deep = std::string(65, '[') + std::string(65, ']');
+  EXPECT_EQ(ParseBody(R"({"a":)" + deep + "}").status().field(), "body");
+  // Brackets inside strings, escaped quotes included, do not count.
+  const std::string text = R"({"a":"[[[[\"[[[[)" + std::string(100, '[') + R"("})";
+  EXPECT_TRUE(ParseBody(text).ok());
+}
+
+TEST(JsonCodecTest, ReaderChecksTypesRangesAndUnknownFields) {
+  Json j = Json::parse(R"({"n":5,"s":"hi","t":"2026-11-22T03:00:00Z","x":1})");
+  ObjectReader r(j, "tasks[2].");
+  std::optional<int64_t> n;
+  std::optional<std::string> s;
+  std::optional<Timestamp> t;
+  EXPECT_EQ(r.Int("n", n, 6, 9).field(), "tasks[2].n");
+  EXPECT_FALSE(n.has_value());
+  EXPECT_TRUE(r.String("s", s, 10).ok());
+  EXPECT_EQ(*s, "hi");
+  EXPECT_TRUE(r.Time("t", t).ok());
+  EXPECT_EQ(FormatTime(*t), "2026-11-22T03:00:00.000Z");
+  EXPECT_EQ(r.Finish().field(), "tasks[2].x");
+  EXPECT_EQ(r.Required("missing").field(), "tasks[2].missing");
+  std::optional<std::string> too_long;
+  EXPECT_EQ(ObjectReader(j).String("s", too_long, 1).message(), "s: longer than 1 bytes");
+}
+
+TEST(JsonCodecTest, StringsAreEscaped) {
+  std::string out;
+  AppendString(out, "a\"b\\c\n\x01é");
+  EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001é\"");
+  EXPECT_EQ(Json::parse(out).get<std::string>(), "a\"b\\c\n\x01é");
+}
+
+TEST(JsonCodecTest, TasksAndLeasesAreValidJson) {
+  Task t;
+  t.id = "share:\"42\"";
+  t.queue = "q";
+  t.payload = R"({"k":[1,2]})";
+  t.last_error = "bad\nthing";
+  t.lease_until = Timestamp(std::chrono::seconds(10));
+  std::string out;
+  AppendArray(out, std::vector<Task>{t, t}, AppendTask);
+  Json j = Json::parse(out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["id"], "share:\"42\"");
+  EXPECT_EQ(j[0]["payload"]["k"][1], 2);
+  EXPECT_EQ(j[0]["last_error"], "bad\nthing");
+  EXPECT_EQ(j[0]["lease_until"], "1970-01-01T00:00:10.000Z");
+
+  Lease l;
+  l.id = "x";
+  l.payload = "null";
+  l.token = 18446744073709551615u;
+  out.clear();
+  AppendLease(out, l);
+  EXPECT_EQ(Json::parse(out)["token"].get<uint64_t>(), 18446744073709551615u);
+}
+
+TEST(JsonCodecTest, ErrorBodyOmitsAnEmptyField) {
+  EXPECT_EQ(ErrorBody("not_found", Status::NotFound("no task")),
+            R"({"error":{"code":"not_found","message":"no task"}})");
+  EXPECT_EQ(Json::parse(ErrorBody("invalid_argument",
+                                  Status::InvalidArgument("run_at", "bad")))["error"]["field"],
+            "run_at");
+}
+
+}  // namespace
+}  // namespace chronoq::server

@@ -1,0 +1,41 @@
+// FaultyEngineFixture: a test fixture whose engine runs over a FaultyStore
+// (on the fake clock), so a test can make the next commits or claims fail.
+// Start() (re)opens the engine on the same database, like a restart.
+#pragma once
+
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "core/engine_impl.h"
+#include "store/sqlite/sqlite_store.h"
+#include "support/engine_fixture.h"
+#include "support/faulty_store.h"
+
+namespace chronoq::test {
+
+class FaultyEngineFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(); }
+  void Start() {
+    engine_.reset();
+    auto inner = OpenSqliteStore(dir_.File("chronoq.db"), Durability::kNormal);
+    ASSERT_TRUE(inner.ok()) << inner.status().ToString();
+    auto faulty = std::make_unique<FaultyStore>(std::move(*inner));
+    store_ = faulty.get();
+    EngineOptions o;
+    o.path = dir_.File("chronoq.db");
+    o.clock = &clock_;
+    o.random_seed = 7;
+    auto engine = std::make_unique<EngineImpl>(o, std::move(faulty));
+    ASSERT_TRUE(engine->Start().ok());
+    engine_ = std::move(engine);
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  FaultyStore* store_ = nullptr;  // owned by engine_
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace chronoq::test
