@@ -48,6 +48,9 @@ struct QueueInfo {
   // running, succeeded, cancelled, dead.
   std::array<int64_t, 5> counts{};
   bool paused = false;
+  // The queue has held a task with a webhook target (durable): chronoqd
+  // delivers its tasks itself.
+  bool webhooks = false;
   // How late the earliest due scheduled task is (now - its run_at); zero when
   // none is due. Known only for tasks in the engine's look-ahead window: a
   // queue whose earliest task is not in memory is not late.

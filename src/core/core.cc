@@ -84,6 +84,7 @@ Status Core::Recover() {
     q.name = std::move(row.name);
     q.settings = row.settings;
     q.paused = row.paused;
+    q.webhooks = row.webhooks;
     q.counts = row.counts;
   }
   // Running rows: their leases continue; lapsed ones are redelivered by the
@@ -176,6 +177,7 @@ QueueInfo Core::Info(const QueueState& q, Timestamp now) const {
   info.name = q.name;
   info.counts = q.counts;
   info.paused = q.paused;
+  info.webhooks = q.webhooks;
   info.settings = q.settings;
   // The window holds every scheduled task due before its horizon, so its
   // first entry of the queue is the queue's earliest due task, if any is due.
@@ -244,6 +246,7 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
     int64_t seq;
     Timestamp due;
     int priority;
+    bool target = false;  // the task has a webhook target
   };
   std::vector<Effect> effects;
   // Queues this batch creates: rolling the batch back removes them from the
@@ -278,7 +281,8 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
     row.target = std::move(t.target);
     CHRONOQ_ASSIGN_OR_RETURN(bool inserted, store_.Insert(row));
     if (inserted) {
-      effects.push_back({std::nullopt, std::nullopt, queue, row.seq, t.due, t.priority});
+      effects.push_back(
+          {std::nullopt, std::nullopt, queue, row.seq, t.due, t.priority, row.target.has_value()});
       out.push_back(ToTask(row));
       return {};
     }
@@ -307,7 +311,7 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
           row.updated = now;
           CHRONOQ_RETURN_IF_ERROR(store_.Overwrite(row));
           effects.push_back({existing, std::pair(existing->qid, existing->state), queue, row.seq,
-                             t.due, t.priority});
+                             t.due, t.priority, row.target.has_value()});
           out.push_back(ToTask(row));
           return {};
       }
@@ -317,7 +321,7 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
     CHRONOQ_ASSIGN_OR_RETURN(inserted, store_.Insert(row));
     if (!inserted) return Status::Internal("id " + *t.name + " still taken after delete");
     effects.push_back({std::nullopt, std::pair(existing->qid, existing->state), queue, row.seq,
-                       t.due, t.priority});
+                       t.due, t.priority, row.target.has_value()});
     out.push_back(ToTask(row));
     return {};
   };
@@ -339,6 +343,12 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
   }
   if (batch) CHRONOQ_RETURN_IF_ERROR(store_.ReleaseSavepoint());
   for (const Effect& e : effects) {
+    if (e.target && !e.queue->webhooks) {
+      // Durable, so chronoqd knows after a restart which queues it delivers.
+      CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(e.queue->qid, e.queue->settings,
+                                                       e.queue->paused, /*webhooks=*/true));
+      e.queue->webhooks = true;
+    }
     if (e.unschedule) Unschedule(*e.unschedule);
     if (e.gone) Count(e.gone->first, e.gone->second, std::nullopt);
     Count(*e.queue, std::nullopt, TaskState::kScheduled);
@@ -564,7 +574,7 @@ Result<QueueInfo> Core::ConfigureQueue(const std::string& name, const QueueSetti
   if (settings.max_attempts) merged.max_attempts = settings.max_attempts;
   if (settings.backoff) merged.backoff = settings.backoff;
   if (settings.retention) merged.retention = settings.retention;
-  CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, merged, q->paused));
+  CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, merged, q->paused, q->webhooks));
   // Memory follows before the commit; if it fails, Reload() restores both.
   // Claims waiting on a queue whose limit went up are served by TimedWork,
   // which runs after the ops of the cycle.
@@ -575,7 +585,7 @@ Result<QueueInfo> Core::ConfigureQueue(const std::string& name, const QueueSetti
 Result<QueueInfo> Core::PauseQueue(const std::string& name, bool paused) {
   CHRONOQ_ASSIGN_OR_RETURN(QueueState * q, QueueOf(name));
   if (q->paused != paused) {
-    CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, q->settings, paused));
+    CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, q->settings, paused, q->webhooks));
     q->paused = paused;
   }
   return Info(*q, clock_.Now());

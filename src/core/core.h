@@ -172,6 +172,7 @@ class Core {
     std::string name;
     QueueSettings settings;
     bool paused = false;
+    bool webhooks = false;            // has held tasks with a webhook target
     std::array<int64_t, 5> counts{};  // by TaskState
     bool dirty = false;               // counts changed since the last commit
   };

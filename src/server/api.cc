@@ -122,8 +122,12 @@ ApiResponse ErrorResponse(const Status& status) {
   return JsonResponse(HttpStatusOf(status), ErrorBody(WireCodeOf(status), status));
 }
 
-Api::Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking)
-    : engine_(engine), clock_(clock), run_blocking_(std::move(run_blocking)) {}
+Api::Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking,
+         std::function<void(const std::string& queue)> on_webhook_queue)
+    : engine_(engine),
+      clock_(clock),
+      run_blocking_(std::move(run_blocking)),
+      on_webhook_queue_(std::move(on_webhook_queue)) {}
 
 void Api::Handle(ApiRequest request, Respond respond) {
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
@@ -243,8 +247,9 @@ void Api::CreateTask(const std::string& body, const Respond& respond) {
   if (!json.ok()) return respond(ErrorResponse(json.status()));
   Result<TaskSpec> spec = ParseTaskSpec(*json, "");
   if (!spec.ok()) return respond(ErrorResponse(spec.status()));
-  engine_.EnqueueAsync(std::move(*spec), [respond](Result<Task> t) {
+  engine_.EnqueueAsync(std::move(*spec), [this, respond](Result<Task> t) {
     if (!t.ok()) return respond(ErrorResponse(t.status()));
+    if (t->target && on_webhook_queue_) on_webhook_queue_(t->queue);
     ApiResponse out;
     out.status = t->existed ? 200 : 201;
     AppendTask(out.body, *t);
@@ -275,7 +280,10 @@ void Api::CreateBatch(const std::string& body, const Respond& respond) {
   engine_.EnqueueBatchAsync(std::move(specs),
                             Reply<std::vector<Task>>(
                                 respond,
-                                [](std::string& out, const std::vector<Task>& stored) {
+                                [this](std::string& out, const std::vector<Task>& stored) {
+                                  for (const Task& t : stored) {
+                                    if (t.target && on_webhook_queue_) on_webhook_queue_(t.queue);
+                                  }
                                   out += "{\"tasks\":";
                                   AppendArray(out, stored, AppendTask);
                                   out += '}';

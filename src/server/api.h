@@ -40,7 +40,10 @@ class Api {
  public:
   // `run_blocking` runs rare calls that block on a commit (queue settings)
   // off the I/O threads.
-  Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking);
+  // `on_webhook_queue` is told the queue of every task with a target that
+  // was enqueued (chronoqd's deliverer then serves that queue).
+  Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking,
+      std::function<void(const std::string& queue)> on_webhook_queue = {});
 
   // Answers `request` through `respond`, exactly once.
   void Handle(ApiRequest request, Respond respond);
@@ -73,6 +76,7 @@ class Api {
   Engine& engine_;
   Clock& clock_;
   std::function<void(std::function<void()>)> run_blocking_;
+  std::function<void(const std::string& queue)> on_webhook_queue_;
   ApiCounters counters_;
 };
 

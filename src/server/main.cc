@@ -21,6 +21,7 @@
 #include "server/api.h"
 #include "server/http_server.h"
 #include "server/log_format.h"
+#include "server/webhook.h"
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <signal.h>
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   std::string log_format = "text";
   std::string durability = "normal";
   int threads = 2;
+  int webhook_concurrency = 16;
   app.add_option("--listen", listen, "address to listen on (port 0: any free port)")
       ->envname("CHRONOQ_LISTEN")
       ->capture_default_str();
@@ -104,6 +106,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "I/O threads")
       ->envname("CHRONOQ_THREADS")
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--webhook-concurrency", webhook_concurrency,
+                 "webhook deliveries in flight per queue")
+      ->envname("CHRONOQ_WEBHOOK_CONCURRENCY")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -134,10 +141,19 @@ int main(int argc, char** argv) {
   auto engine = Engine::Open(engine_options);
   if (!engine.ok()) return Fail(engine.status());
 
+  // Queues that ever held a task with a target are delivered by chronoqd.
+  server::WebhookDeliverer webhooks(**engine, {.concurrency = webhook_concurrency});
+  auto queues = (*engine)->ListQueues();
+  if (!queues.ok()) return Fail(queues.status());
+  for (const QueueInfo& q : *queues) {
+    if (q.webhooks) webhooks.Serve(q.name);
+  }
+
   boost::asio::thread_pool blocking(2);
-  server::Api api(**engine, SystemClock(), [&blocking](std::function<void()> fn) {
-    boost::asio::post(blocking, std::move(fn));
-  });
+  server::Api api(
+      **engine, SystemClock(),
+      [&blocking](std::function<void()> fn) { boost::asio::post(blocking, std::move(fn)); },
+      [&webhooks](const std::string& queue) { webhooks.Serve(queue); });
   server::HttpServer http(options, api);
   if (Status s = http.Start(); !s.ok()) return Fail(s);
   std::printf("chronoqd listening on http://%s:%u (data in %s%s)\n", options.host.c_str(),
@@ -150,6 +166,7 @@ int main(int argc, char** argv) {
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { (*engine)->ReleaseWaitingClaims(); });
   blocking.join();
+  webhooks.Stop();
   engine->reset();  // flushes the last commit
   spdlog::info("stopped");
   return 0;

@@ -65,6 +65,7 @@ struct QueueRow {
   std::string name;
   QueueSettings settings;
   bool paused = false;
+  bool webhooks = false;            // has held tasks with a webhook target
   std::array<int64_t, 5> counts{};  // by TaskState
 };
 
@@ -110,8 +111,9 @@ class Store {
   virtual Result<int64_t> QueueId(const std::string& name) = 0;
   // All known queues, by qid.
   virtual Result<std::vector<QueueRow>> Queues() = 0;
-  // Replaces a queue's settings and paused flag.
-  virtual Status SaveQueueSettings(int64_t qid, const QueueSettings& settings, bool paused) = 0;
+  // Replaces a queue's settings and its paused and webhooks flags.
+  virtual Status SaveQueueSettings(int64_t qid, const QueueSettings& settings, bool paused,
+                                   bool webhooks) = 0;
   // Replaces a queue's counts.
   virtual Status SaveQueueCounts(int64_t qid, const std::array<int64_t, 5>& counts) = 0;
 

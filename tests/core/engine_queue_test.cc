@@ -445,6 +445,25 @@ TEST_F(EngineQueueTest, BadSettingsAreRejectedByField) {
 
 // --- webhook targets ---------------------------------------------------------------
 
+TEST_F(EngineQueueTest, AQueueThatGetsATargetIsMarkedForWebhooksDurably) {
+  Add();
+  EXPECT_FALSE(engine_->GetQueue("q")->webhooks);
+  // A batch that fails half-way marks nothing.
+  Add(Duration::zero(), "taken");
+  EXPECT_FALSE(engine_
+                   ->EnqueueBatch({{.queue = "q", .target = WebhookTarget{.url = "http://h"}},
+                                   {.queue = "q", .id = "taken"}})
+                   .ok());
+  EXPECT_FALSE(engine_->GetQueue("q")->webhooks);
+  ASSERT_TRUE(
+      engine_->Enqueue({.queue = "hooks", .target = WebhookTarget{.url = "http://h"}}).ok());
+  EXPECT_TRUE(engine_->GetQueue("hooks")->webhooks);
+  engine_.reset();
+  Open();
+  EXPECT_TRUE(engine_->GetQueue("hooks")->webhooks);
+  EXPECT_FALSE(engine_->GetQueue("q")->webhooks);
+}
+
 TEST_F(EngineQueueTest, TargetsRoundTripThroughEnqueueGetListAndClaim) {
   const WebhookTarget target{.url = "https://hooks.example.com/a?b=c",
                              .method = "PUT",

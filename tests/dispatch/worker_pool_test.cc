@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include "support/engine_fixture.h"
+#include "support/eventually.h"
 
 namespace chronoq {
 namespace {
 
 using namespace std::chrono_literals;
 using test::EngineFixture;
+using test::Eventually;
 
 // Records what handlers saw; tests block on it instead of sleeping.
 class Notebook {
@@ -67,18 +69,6 @@ class WorkerPoolTest : public EngineFixture {
   void TearDown() override {
     gate_.Open();
     engine_.reset();
-  }
-
-  // Repeats `done` until it holds; the real-time bound only turns a hang
-  // into a failure, it never decides a pass.
-  template <typename Pred>
-  static bool Eventually(Pred done) {
-    const auto give_up = std::chrono::steady_clock::now() + 60s;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() > give_up) return false;
-      std::this_thread::yield();
-    }
-    return true;
   }
 
   // Waits until the task reached `state` (the pool acks asynchronously).

@@ -6,14 +6,18 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/http_client.h"
 #include "support/chronoqd_process.h"
 #include "support/engine_fixture.h"
+#include "support/eventually.h"
+#include "support/test_http_server.h"
 
 namespace chronoq {
 namespace {
@@ -180,6 +184,76 @@ TEST_F(ChronoqdTest, SigtermAnswersLongPollsAndExitsCleanly) {
   Launch();
   client_.reset();
   EXPECT_EQ(Json(Send("GET", "/v1/tasks/kept"))["state"], "scheduled");
+}
+
+// Runs the chronoq CLI against the server; returns its exit code and output.
+std::pair<int, std::string> RunCli(const std::string& url, const std::string& args) {
+  const std::string command =
+      std::string(CHRONOQ_CLI_PATH) + " --url " + url + " " + args + " 2>&1";
+  FILE* p = popen(command.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST_F(ChronoqdTest, TheCliDrivesTheServer) {
+  Launch();
+  auto [rc, out] = RunCli(server_->url(), R"(enqueue -q mail --id m1 --payload '{"to":"a"}')");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("m1"));
+  std::tie(rc, out) = RunCli(server_->url(), "claim mail --max 5 --lease 1m");
+  ASSERT_EQ(rc, 0) << out;
+  // One line per task: id token attempt payload.
+  std::istringstream line(out);
+  std::string id, token;
+  line >> id >> token;
+  EXPECT_EQ(id, "m1") << out;
+  std::tie(rc, out) = RunCli(server_->url(), "ack m1 --token " + token);
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = RunCli(server_->url(), "get m1 --json");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(json::parse(out, nullptr, false)["state"], "succeeded") << out;
+  std::tie(rc, out) = RunCli(server_->url(), "cancel nope");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("not_found"));
+  server_->Stop(SIGTERM);
+  std::tie(rc, out) = RunCli(server_->url(), "health");
+  EXPECT_EQ(rc, 3) << out;
+}
+
+TEST_F(ChronoqdTest, WebhooksAreDeliveredAlsoAfterARestart) {
+  test::TestHttpServer receiver;
+  Launch();
+  const json target = {{"url", receiver.url() + "/expire"}, {"headers", {{"X-Key", "k"}}}};
+  ASSERT_EQ(
+      Send("POST", "/v1/tasks",
+           json({{"queue", "hooks"}, {"id", "now"}, {"payload", {{"n", 1}}}, {"target", target}})
+               .dump())
+          .status,
+      201);
+  ASSERT_TRUE(receiver.AwaitRequests(1));
+  EXPECT_EQ(receiver.requests()[0].body, R"({"n":1})");
+  EXPECT_EQ(receiver.requests()[0].Header("X-Key"), "k");
+  EXPECT_TRUE(
+      test::Eventually([&] { return Json(Send("GET", "/v1/tasks/now"))["state"] == "succeeded"; }));
+
+  // A webhook due later survives a crash; the restarted chronoqd knows the
+  // queue is delivered by webhooks and delivers it once it is due.
+  ASSERT_EQ(
+      Send("POST", "/v1/tasks",
+           json({{"queue", "hooks"}, {"id", "later"}, {"delay_ms", 3600000}, {"target", target}})
+               .dump())
+          .status,
+      201);
+  EXPECT_EQ(server_->Stop(SIGKILL), 128 + SIGKILL);
+  Launch();
+  client_.reset();
+  ASSERT_EQ(Send("PATCH", "/v1/tasks/later", R"({"delay_ms":0})").status, 200);
+  ASSERT_TRUE(receiver.AwaitRequests(2));
+  EXPECT_TRUE(test::Eventually(
+      [&] { return Json(Send("GET", "/v1/tasks/later"))["state"] == "succeeded"; }));
 }
 
 TEST_F(ChronoqdTest, SigkillUnderLoadLosesNoAcknowledgedTask) {

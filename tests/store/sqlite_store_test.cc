@@ -1049,7 +1049,7 @@ TEST_F(SqliteStoreTest, QueueSettingsAndCountsPersist) {
   settings.backoff = Backoff{std::chrono::milliseconds(5), std::chrono::minutes(2)};
   settings.retention = hours(6);
   ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_TRUE(store_->SaveQueueSettings(a, settings, /*paused=*/true).ok());
+  ASSERT_TRUE(store_->SaveQueueSettings(a, settings, /*paused=*/true, /*webhooks=*/true).ok());
   ASSERT_TRUE(store_->SaveQueueCounts(a, {1, 2, 3, 4, 5}).ok());
   ASSERT_TRUE(store_->SaveQueueCounts(b, {0, 0, 7, 0, 0}).ok());
   ASSERT_TRUE(store_->Commit().ok());
@@ -1066,6 +1066,7 @@ TEST_F(SqliteStoreTest, QueueSettingsAndCountsPersist) {
   EXPECT_EQ(qa.qid, a);
   EXPECT_EQ(qa.name, "a");
   EXPECT_TRUE(qa.paused);
+  EXPECT_TRUE(qa.webhooks);
   EXPECT_EQ(qa.settings.concurrency, 3);
   EXPECT_EQ(qa.settings.max_attempts, 9);
   EXPECT_EQ(qa.settings.backoff, settings.backoff);
@@ -1073,19 +1074,21 @@ TEST_F(SqliteStoreTest, QueueSettingsAndCountsPersist) {
   EXPECT_EQ(qa.counts, (std::array<int64_t, 5>{1, 2, 3, 4, 5}));
   const QueueRow& qb = (*queues)[1];
   EXPECT_FALSE(qb.paused);
+  EXPECT_FALSE(qb.webhooks);
   EXPECT_FALSE(qb.settings.concurrency.has_value());
   EXPECT_EQ(qb.counts, (std::array<int64_t, 5>{0, 0, 7, 0, 0}));
 
   // Unsetting goes back to NULL; a zero retention is kept as zero.
   QueueSettings fewer;
   fewer.retention = Duration::zero();
-  ASSERT_TRUE(store_->SaveQueueSettings(a, fewer, false).ok());
+  ASSERT_TRUE(store_->SaveQueueSettings(a, fewer, false, false).ok());
   Result<std::vector<QueueRow>> again = store_->Queues();
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE((*again)[0].settings.concurrency.has_value());
   EXPECT_FALSE((*again)[0].settings.backoff.has_value());
   EXPECT_EQ((*again)[0].settings.retention, Duration::zero());
   EXPECT_FALSE((*again)[0].paused);
+  EXPECT_FALSE((*again)[0].webhooks);
 }
 
 // Runs `sql` on its own connection to `path`.
@@ -1143,7 +1146,7 @@ TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
     row.target = R"({"url":"http://h/"})";
     ASSERT_TRUE((*store)->Begin().ok());
     ASSERT_TRUE((*store)->Insert(row).ok());
-    ASSERT_TRUE((*store)->SaveQueueSettings(3, QueueSettings{.concurrency = 2}, true).ok());
+    ASSERT_TRUE((*store)->SaveQueueSettings(3, QueueSettings{.concurrency = 2}, true, false).ok());
     ASSERT_TRUE((*store)->Commit().ok());
     Result<std::optional<Store::ReadRow>> read = (*store)->ReadBySeq(11);
     ASSERT_TRUE(read.ok() && read->has_value());

@@ -42,8 +42,9 @@ class FaultyStore final : public Store {
   void RollbackToSavepoint() override { inner_->RollbackToSavepoint(); }
   Result<int64_t> QueueId(const std::string& name) override { return inner_->QueueId(name); }
   Result<std::vector<QueueRow>> Queues() override { return inner_->Queues(); }
-  Status SaveQueueSettings(int64_t qid, const QueueSettings& settings, bool paused) override {
-    return inner_->SaveQueueSettings(qid, settings, paused);
+  Status SaveQueueSettings(int64_t qid, const QueueSettings& settings, bool paused,
+                           bool webhooks) override {
+    return inner_->SaveQueueSettings(qid, settings, paused, webhooks);
   }
   Status SaveQueueCounts(int64_t qid, const std::array<int64_t, 5>& counts) override {
     return inner_->SaveQueueCounts(qid, counts);

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS queues(
   qid INTEGER PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,
   paused INTEGER NOT NULL DEFAULT 0,
+  webhooks INTEGER NOT NULL DEFAULT 0,
   concurrency INTEGER,
   max_attempts INTEGER,
   backoff_base INTEGER,
@@ -73,6 +74,7 @@ constexpr int kSchemaVersion = 2;
 // defaults). UPDATE ... FROM needs SQLite 3.33.
 constexpr const char* kMigrateFrom1 = R"sql(
 ALTER TABLE queues ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queues ADD COLUMN webhooks INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE queues ADD COLUMN concurrency INTEGER;
 ALTER TABLE queues ADD COLUMN max_attempts INTEGER;
 ALTER TABLE queues ADD COLUMN backoff_base INTEGER;
@@ -394,6 +396,7 @@ class SqliteStore final : public Store {
       }
       if (!s.IsNull(7)) q.settings.retention = Duration(s.Int(7));
       for (int i = 0; i < 5; ++i) q.counts[static_cast<size_t>(i)] = s.Int(8 + i);
+      q.webhooks = s.Int(13) != 0;
       out.push_back(std::move(q));
     }
     s.Reset();
@@ -401,9 +404,10 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  Status SaveQueueSettings(int64_t qid, const QueueSettings& q, bool paused) override {
+  Status SaveQueueSettings(int64_t qid, const QueueSettings& q, bool paused,
+                           bool webhooks) override {
     Stmt& s = w_.queue_settings.Reset();
-    s.Bind(1, qid).Bind(2, int64_t{paused ? 1 : 0});
+    s.Bind(1, qid).Bind(2, int64_t{paused ? 1 : 0}).Bind(8, int64_t{webhooks ? 1 : 0});
     if (q.concurrency) s.Bind(3, static_cast<int64_t>(*q.concurrency));
     if (q.max_attempts) s.Bind(4, static_cast<int64_t>(*q.max_attempts));
     if (q.backoff) {
@@ -690,11 +694,11 @@ class SqliteStore final : public Store {
         {&w_.queue_add, "INSERT INTO queues(name) VALUES(?1)"},
         {&w_.queues,
          "SELECT qid, name, paused, concurrency, max_attempts, backoff_base, backoff_cap,"
-         " retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead"
+         " retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead, webhooks"
          " FROM queues ORDER BY qid"},
         {&w_.queue_settings,
          "UPDATE queues SET paused=?2, concurrency=?3, max_attempts=?4, backoff_base=?5,"
-         " backoff_cap=?6, retention=?7 WHERE qid=?1"},
+         " backoff_cap=?6, retention=?7, webhooks=?8 WHERE qid=?1"},
         {&w_.queue_counts,
          "UPDATE queues SET n_scheduled=?2, n_running=?3, n_succeeded=?4, n_cancelled=?5,"
          " n_dead=?6 WHERE qid=?1"},

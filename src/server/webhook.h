@@ -1,0 +1,57 @@
+// Webhook delivery: chronoqd itself runs the tasks that carry a `target`.
+//
+// For every queue it serves, the deliverer keeps up to `concurrency` claims
+// waiting on the engine (long polls, so an idle deliverer costs nothing).
+// Each claimed task's payload is sent as the body of one HTTP(S) request to
+// its target; a 2xx acknowledges the task, anything else (or a timeout, or a
+// connection error) fails it into the retry policy with "HTTP <status>: <body
+// excerpt>" (or the error) as last_error. Requests run on the deliverer's own
+// I/O thread and never block the API.
+//
+// A queue that holds tasks with a target is delivered by chronoqd: its tasks
+// without a target are failed ("no target") rather than left to starve.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "chronoq/engine.h"
+
+namespace chronoq::server {
+
+struct WebhookOptions {
+  int concurrency = 16;  // deliveries in flight per queue
+  // The lease of a delivery; targets with a longer timeout extend it first.
+  Duration lease = std::chrono::seconds(60);
+  size_t excerpt_bytes = 512;  // of a failed response's body, kept in last_error
+};
+
+// A URL of a webhook target, split.
+struct TargetUrl {
+  bool tls = false;
+  std::string host;    // without brackets for IPv6
+  std::string port;    // "80"/"443" when absent
+  std::string target;  // path and query, at least "/"
+};
+Result<TargetUrl> ParseTargetUrl(std::string_view url);
+
+class WebhookDeliverer {
+ public:
+  WebhookDeliverer(Engine& engine, WebhookOptions options = {});
+  ~WebhookDeliverer();  // Stop()s
+  WebhookDeliverer(const WebhookDeliverer&) = delete;
+  WebhookDeliverer& operator=(const WebhookDeliverer&) = delete;
+
+  // Starts delivering the tasks of `queue`; does nothing if it already does.
+  void Serve(const std::string& queue);
+  // Stops claiming; deliveries in flight are abandoned and their tasks failed
+  // for an immediate retry (after the restart). The engine's waiting claims
+  // must be released (Engine::ReleaseWaitingClaims) for Stop to return.
+  void Stop();
+
+ private:
+  class Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace chronoq::server

@@ -1,0 +1,171 @@
+// Webhook delivery against a scripted HTTP server in the test: a 2xx
+// acknowledges, a 500 or a timeout or a refused connection fails into the
+// retry policy with what happened in last_error. The engine runs on the fake
+// clock; only the HTTP exchange takes real (short) time.
+#include "server/webhook.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "support/engine_fixture.h"
+#include "support/eventually.h"
+#include "support/test_http_server.h"
+
+namespace chronoq::server {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Eventually;
+using test::TestHttpServer;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+TEST(TargetUrlTest, SplitsSchemeHostPortAndTarget) {
+  auto a = ParseTargetUrl("https://hooks.example.com/a/b?c=d#frag");
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->tls);
+  EXPECT_EQ(a->host, "hooks.example.com");
+  EXPECT_EQ(a->port, "443");
+  EXPECT_EQ(a->target, "/a/b?c=d");
+  auto b = ParseTargetUrl("http://127.0.0.1:8080");
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->tls);
+  EXPECT_EQ(b->port, "8080");
+  EXPECT_EQ(b->target, "/");
+  auto c = ParseTargetUrl("http://[::1]:9/x");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->host, "::1");
+  EXPECT_EQ(c->port, "9");
+  EXPECT_EQ(ParseTargetUrl("http://h?q")->target, "/?q");
+  EXPECT_FALSE(ParseTargetUrl("ftp://h/").ok());
+  EXPECT_FALSE(ParseTargetUrl("http://user:pw@h/").ok());
+  EXPECT_FALSE(ParseTargetUrl("http:///x").ok());
+}
+
+class WebhookTest : public test::EngineFixture {
+ protected:
+  void SetUp() override {
+    EngineFixture::SetUp();
+    deliverer_ = std::make_unique<WebhookDeliverer>(*engine_, WebhookOptions{.concurrency = 2});
+  }
+  void TearDown() override {
+    deliverer_.reset();  // stops before the engine goes
+    engine_.reset();
+  }
+
+  Task AddHook(WebhookTarget target, std::string payload = R"({"share":42})") {
+    auto t = engine_->Enqueue(
+        {.queue = "hooks", .payload = std::move(payload), .target = std::move(target)});
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    deliverer_->Serve("hooks");
+    return t.ok() ? *t : Task{};
+  }
+  // Waits until the task left `running` after its first attempt.
+  Task AwaitSettled(const std::string& id) {
+    Task t;
+    EXPECT_TRUE(Eventually([&] {
+      t = *engine_->Get(id);
+      return t.attempt >= 1 && t.state != TaskState::kRunning;
+    })) << id;
+    return t;
+  }
+
+  TestHttpServer receiver_;
+  std::unique_ptr<WebhookDeliverer> deliverer_;
+};
+
+TEST_F(WebhookTest, A2xxAcknowledgesAndTheRequestIsAsSpecified) {
+  receiver_.SetHandler([](const TestHttpServer::Request&) {
+    return TestHttpServer::Response{.status = 204, .body = ""};
+  });
+  const Task t = AddHook({.url = receiver_.url() + "/expire?share=42",
+                          .method = "PUT",
+                          .headers = {{"Authorization", "Bearer abc"}, {"X-Trace", "7"}}});
+  EXPECT_EQ(AwaitSettled(t.id).state, TaskState::kSucceeded);
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "PUT");
+  EXPECT_EQ(requests[0].target, "/expire?share=42");
+  EXPECT_EQ(requests[0].body, R"({"share":42})");
+  EXPECT_EQ(requests[0].Header("authorization"), "Bearer abc");
+  EXPECT_EQ(requests[0].Header("x-trace"), "7");
+  EXPECT_EQ(requests[0].Header("content-type"), "application/json");
+}
+
+TEST_F(WebhookTest, A500FailsIntoRetryWithStatusAndBodyExcerpt) {
+  receiver_.SetHandler([](const TestHttpServer::Request&) {
+    return TestHttpServer::Response{.status = 500,
+                                    .body = "database down " + std::string(2000, 'x')};
+  });
+  const Task t = AddHook({.url = receiver_.url() + "/hook"});
+  const Task after = AwaitSettled(t.id);
+  EXPECT_EQ(after.state, TaskState::kScheduled);
+  EXPECT_EQ(after.attempt, 1);
+  ASSERT_TRUE(after.last_error.has_value());
+  EXPECT_THAT(*after.last_error, StartsWith("HTTP 500: database down xxx"));
+  EXPECT_LE(after.last_error->size(), std::string("HTTP 500: ").size() + 512);
+
+  // The retry delivers again once it is due, and a 200 then completes it.
+  receiver_.SetHandler([](const TestHttpServer::Request&) { return TestHttpServer::Response{}; });
+  clock_.Advance(2h);  // past any backoff
+  EXPECT_TRUE(Eventually([&] { return engine_->Get(t.id)->state == TaskState::kSucceeded; }));
+  EXPECT_EQ(engine_->Get(t.id)->attempt, 2);
+}
+
+TEST_F(WebhookTest, ATimeoutFailsTheAttempt) {
+  receiver_.HoldNextRequest();
+  const Task t = AddHook({.url = receiver_.url() + "/slow", .timeout = 50ms});
+  ASSERT_TRUE(receiver_.AwaitHeldRequest());
+  const Task after = AwaitSettled(t.id);
+  receiver_.Release();
+  EXPECT_EQ(after.state, TaskState::kScheduled);
+  EXPECT_THAT(after.last_error.value_or(""), HasSubstr("timed out after 50 ms"));
+}
+
+TEST_F(WebhookTest, ARefusedConnectionFailsTheAttempt) {
+  uint16_t closed_port = 0;
+  {
+    TestHttpServer gone;
+    closed_port = gone.port();
+  }
+  const Task t = AddHook({.url = "http://127.0.0.1:" + std::to_string(closed_port) + "/"});
+  const Task after = AwaitSettled(t.id);
+  EXPECT_EQ(after.state, TaskState::kScheduled);
+  EXPECT_THAT(after.last_error.value_or(""), HasSubstr("connecting"));
+}
+
+TEST_F(WebhookTest, ATaskWithoutTargetInAWebhookQueueIsFailedNotStarved) {
+  auto plain = engine_->Enqueue({.queue = "hooks", .max_attempts = 1});
+  ASSERT_TRUE(plain.ok());
+  deliverer_->Serve("hooks");
+  const Task after = AwaitSettled(plain->id);
+  EXPECT_EQ(after.state, TaskState::kDead);
+  EXPECT_THAT(after.last_error.value_or(""), HasSubstr("no target"));
+}
+
+TEST_F(WebhookTest, DeliveriesRunConcurrentlyUpToTheLimit) {
+  receiver_.HoldNextRequest();
+  const Task slow = AddHook({.url = receiver_.url() + "/slow"});
+  ASSERT_TRUE(receiver_.AwaitHeldRequest());
+  // The second delivery goes out while the first is still waiting.
+  const Task fast = AddHook({.url = receiver_.url() + "/fast"});
+  EXPECT_EQ(AwaitSettled(fast.id).state, TaskState::kSucceeded);
+  EXPECT_EQ(engine_->Get(slow.id)->state, TaskState::kRunning);
+  receiver_.Release();
+  EXPECT_EQ(AwaitSettled(slow.id).state, TaskState::kSucceeded);
+}
+
+TEST_F(WebhookTest, StopInterruptsADeliveryAndLeavesTheTaskDueAgain) {
+  receiver_.HoldNextRequest();
+  const Task t = AddHook({.url = receiver_.url() + "/slow"});
+  ASSERT_TRUE(receiver_.AwaitHeldRequest());
+  deliverer_->Stop();
+  const Task after = *engine_->Get(t.id);
+  EXPECT_EQ(after.state, TaskState::kScheduled);
+  EXPECT_EQ(after.run_at, clock_.Now());
+  EXPECT_THAT(after.last_error.value_or(""), HasSubstr("interrupted"));
+  receiver_.Release();
+}
+
+}  // namespace
+}  // namespace chronoq::server
