@@ -1,6 +1,5 @@
 // The HTTP/JSON API driven directly (no sockets) on a real engine and a fake
 // clock: every endpoint, its status codes, and every class of bad input.
-#include "chronoq/time.h"
 #include "server/api.h"
 
 #include <future>
@@ -8,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "chronoq/time.h"
 
 #include "support/engine_fixture.h"
 

@@ -1,9 +1,10 @@
 // The wire format: strict reading (types, ranges, unknown fields, nesting)
 // and hand-written output that must be valid JSON.
-#include "chronoq/time.h"
 #include "server/json_codec.h"
 
 #include <gtest/gtest.h>
+
+#include "chronoq/time.h"
 
 namespace chronoq::server {
 namespace {
