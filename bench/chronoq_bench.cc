@@ -1,16 +1,19 @@
 // chronoq-bench: the load generator of the workloads in BENCHMARKS.md.
 //
-//   chronoq-bench --workload W1|W2|W3|W4|W5|W8|all --target embedded
+//   chronoq-bench --workload W1|W2|W3|W4|W5|W8|all --target embedded|http
 //                 [--dir DIR] [-n N] [--runs R] [--concurrency C] [--batch B]
+//                 [--url URL | --chronoqd PATH]
 //
 // Prints one JSON object per result line on stdout, e.g.
 //   {"workload":"W1","target":"embedded","mode":"batch","n":100000,"per_s":312345}
-// and progress and diagnostics on stderr only. Each workload opens a fresh
-// engine (DIR/<workload>-<mode>.db) on the real system clock. With --runs R
-// every workload runs R times and prints every run; whoever reads the lines
-// takes the median.
+// and progress and diagnostics on stderr only. With --runs R every workload
+// runs R times and prints every run; whoever reads the lines takes the median.
 //
-// Only the `embedded` target (the engine in-process) exists so far.
+// Target `embedded`: each workload opens a fresh engine (DIR/<workload>-<mode>.db)
+// in-process, on the real system clock.
+// Target `http` (W1, W2, W3, W5; see http_target.h): each workload run starts a
+// fresh chronoqd (DIR/http-<workload>[-<mode>]/) and talks to it over loopback,
+// or uses the server at --url (W5 then fails: it reads the server's /proc).
 
 #include <algorithm>
 #include <atomic>
@@ -31,13 +34,14 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "chronoq/clock.h"
 #include "chronoq/engine.h"
 #include "chronoq/status.h"
 #include "chronoq/task.h"
 
+#include "bench_common.h"
+#include "http_target.h"
 #include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -45,26 +49,16 @@
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::ordered_json;  // keys in the order written
-using SteadyClock = std::chrono::steady_clock;
-
-// A failed workload: reported on stderr, exit status 1.
-class BenchError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-struct Options {
-  std::string workload;
-  std::string target;
-  std::string dir = "bench-data";
-  int64_t n = 0;  // 0: each workload's default
-  int runs = 1;
-  int concurrency = 4;  // W2 workers
-  int batch = 256;      // W2 claim batch
-  double idle_s = 10;   // W5 idle period
-  std::string mode;     // W1: "batch" or "single" only; empty: both
-};
+using chronoq::bench::BenchError;
+using chronoq::bench::Emit;
+using chronoq::bench::json;
+using chronoq::bench::Line;
+using chronoq::bench::Options;
+using chronoq::bench::Payload;
+using chronoq::bench::Percentile;
+using chronoq::bench::Round;
+using chronoq::bench::Seconds;
+using chronoq::bench::SteadyClock;
 
 // --- helpers -------------------------------------------------------------------
 
@@ -76,24 +70,6 @@ template <typename T>
 T Check(chronoq::Result<T> r, const std::string& what) {
   if (!r.ok()) throw BenchError(what + ": " + r.status().ToString());
   return std::move(r).value();
-}
-
-double Round(double v, int digits) {
-  const double scale = std::pow(10.0, digits);
-  return std::round(v * scale) / scale;
-}
-
-double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-void Emit(const json& line) { std::cout << line.dump() << std::endl; }
-
-json Line(const std::string& workload, const std::string& mode, int64_t n) {
-  json j;
-  j["workload"] = workload;
-  j["target"] = "embedded";
-  if (!mode.empty()) j["mode"] = mode;
-  j["n"] = n;
-  return j;
 }
 
 fs::path DbPath(const Options& o, const std::string& workload, const std::string& mode) {
@@ -170,12 +146,6 @@ double CpuSeconds() {
 // Hands memory freed by the previous workload back to the OS, so that one
 // workload's resident memory does not include another's leftovers.
 void TrimHeap() { malloc_trim(0); }
-
-// A 16-byte JSON payload: {"n":1234567890}.
-std::string Payload(std::mt19937_64& rng) {
-  std::uniform_int_distribution<int64_t> digits(1'000'000'000, 9'999'999'999);
-  return "{\"n\":" + std::to_string(digits(rng)) + "}";
-}
 
 // Tasks of `queue` with 16-byte payloads, each due after a uniformly random
 // delay in [lo, hi].
@@ -299,7 +269,7 @@ void RunW1(const Options& o, int64_t n, uint64_t seed) {
     const auto t0 = SteadyClock::now();
     EnqueueBatched(*engine, specs, 1000);
     const double s = Seconds(SteadyClock::now() - t0);
-    json j = Line("W1", "batch", n);
+    json j = Line("W1", "embedded", "batch", n);
     j["per_s"] = std::llround(static_cast<double>(n) / s);
     Emit(j);
   }
@@ -346,7 +316,7 @@ void RunW1(const Options& o, int64_t n, uint64_t seed) {
     for (std::thread& t : threads) t.join();
     const double s = Seconds(SteadyClock::now() - t0);
     if (!error.empty()) throw BenchError(error);
-    json j = Line("W1", "single", n);
+    json j = Line("W1", "embedded", "single", n);
     j["per_s"] = std::llround(static_cast<double>(n) / s);
     Emit(j);
   }
@@ -396,18 +366,11 @@ void RunW2(const Options& o, int64_t n, uint64_t seed) {
   if (repeated.load() != 0) {
     std::cerr << "W2: " << repeated.load() << " leases had attempt > 1\n";
   }
-  json j = Line("W2", "", n);
+  json j = Line("W2", "embedded", "", n);
   j["per_s"] = std::llround(static_cast<double>(n) / s);
   j["redelivered"] = calls - n;
   Emit(j);
   engine.reset();  // before the handler's captures go away
-}
-
-// Nearest-rank percentile of sorted values.
-double Percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
 // W3: lateness of N tasks spread evenly over 10 s.
@@ -452,7 +415,7 @@ void RunW3(const Options& o, int64_t n, uint64_t seed) {
                      " tasks ran within 60 s of the last one being due");
   }
   std::sort(lateness_ms.begin(), lateness_ms.end());
-  json j = Line("W3", "", n);
+  json j = Line("W3", "embedded", "", n);
   j["p50_ms"] = Round(Percentile(lateness_ms, 50), 3);
   j["p99_ms"] = Round(Percentile(lateness_ms, 99), 3);
   j["max_ms"] = Round(lateness_ms.back(), 3);
@@ -480,7 +443,7 @@ void RunW4(const Options& o, int64_t n, uint64_t seed) {
   std::cerr << "W4: database " << empty_bytes << " bytes empty, " << full_bytes << " bytes with "
             << n << " tasks\n";
 
-  json j = Line("W4", "", n);
+  json j = Line("W4", "embedded", "", n);
   j["bytes_per_task"] =
       Round(static_cast<double>(full_bytes - empty_bytes) / static_cast<double>(n), 1);
   j["rss_mib"] = Round(rss, 1);
@@ -521,7 +484,7 @@ void RunW5(const Options& o, int64_t n, uint64_t seed) {
   const double s = Seconds(SteadyClock::now() - t0);
   if (calls.load() != 0) std::cerr << "W5: handler ran " << calls.load() << " times (expected 0)\n";
 
-  json j = Line("W5", "", n);
+  json j = Line("W5", "embedded", "", n);
   j["wakeups_per_s"] = Round(static_cast<double>(switches1 - switches0) / s, 2);
   j["cpu_pct"] = Round((cpu1 - cpu0) / s * 100.0, 3);
   Emit(j);
@@ -567,7 +530,7 @@ void RunW8(const Options& o, int64_t n, uint64_t seed) {
   const double rss_restart = RssMib();
   engine.reset();
 
-  json j = Line("W8", "", n);
+  json j = Line("W8", "embedded", "", n);
   j["enqueue_s"] = Round(enqueue_s, 3);
   j["bytes_per_task"] =
       Round(static_cast<double>(full_bytes - empty_bytes) / static_cast<double>(n), 1);
@@ -580,27 +543,35 @@ void RunW8(const Options& o, int64_t n, uint64_t seed) {
 struct Workload {
   const char* name;
   int64_t default_n;
-  void (*run)(const Options&, int64_t, uint64_t);
+  void (*run)(const Options&, int64_t, uint64_t);       // target embedded
+  void (*run_http)(const Options&, int64_t, uint64_t);  // target http; null: not there
 };
 
 constexpr Workload kWorkloads[] = {
-    {"W1", 100'000, RunW1}, {"W2", 50'000, RunW2},  {"W3", 5'000, RunW3},
-    {"W4", 100'000, RunW4}, {"W5", 100'000, RunW5}, {"W8", 10'000'000, RunW8},
+    {"W1", 100'000, RunW1, chronoq::bench::RunHttpW1},
+    {"W2", 50'000, RunW2, chronoq::bench::RunHttpW2},
+    {"W3", 5'000, RunW3, chronoq::bench::RunHttpW3},
+    {"W4", 100'000, RunW4, nullptr},
+    {"W5", 100'000, RunW5, chronoq::bench::RunHttpW5},
+    {"W8", 10'000'000, RunW8, nullptr},
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
+  o.chronoqd = CHRONOQD_PATH;
   CLI::App app{"chronoq load generator: runs the workloads of BENCHMARKS.md"};
   app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W8 or all")->required();
-  app.add_option("--target", o.target, "embedded (http is not implemented yet)")->required();
+  app.add_option("--target", o.target, "embedded (in-process engine) or http (chronoqd)")
+      ->required()
+      ->check(CLI::IsMember({"embedded", "http"}));
   app.add_option("--dir", o.dir, "directory for the benchmark databases")->capture_default_str();
   app.add_option("-n", o.n, "tasks per workload (default: each workload's own)");
   app.add_option("--runs", o.runs, "repetitions of each workload")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--concurrency", o.concurrency, "W2 worker threads")
+  app.add_option("--concurrency", o.concurrency, "W2 worker threads (http: connections)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_option("--batch", o.batch, "W2 tasks claimed at once")
@@ -611,12 +582,20 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--mode", o.mode, "W1 only: batch or single (default both)")
       ->check(CLI::IsMember({"batch", "single"}));
+  app.add_option("--url", o.url,
+                 "http target: use the chronoqd at this URL (token from $CHRONOQ_TOKEN) instead "
+                 "of starting one per workload; W5 needs its own");
+  app.add_option("--chronoqd", o.chronoqd, "http target: the chronoqd binary to start")
+      ->capture_default_str();
+  app.add_option("--batch-connections", o.w1_batch_connections,
+                 "http target, W1 batch: connections sending batches at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
 
-  if (o.target != "embedded") {
-    std::cerr << "chronoq-bench: target '" << o.target
-              << "' is not supported: only 'embedded' exists so far (the http target needs the "
-                 "server)\n";
+  const bool http = o.target == "http";
+  if (!http && !o.url.empty()) {
+    std::cerr << "chronoq-bench: --url is for --target http\n";
     return 2;
   }
   if (o.n < 0) {
@@ -625,7 +604,14 @@ int main(int argc, char** argv) {
   }
   std::vector<const Workload*> selected;
   for (const Workload& w : kWorkloads) {
-    if (o.workload == "all" || o.workload == w.name) selected.push_back(&w);
+    if (o.workload != "all" && o.workload != w.name) continue;
+    if (http && w.run_http == nullptr) {
+      if (o.workload == "all") continue;
+      std::cerr << "chronoq-bench: " << w.name
+                << " is not implemented for --target http (only W1, W2, W3, W5)\n";
+      return 2;
+    }
+    selected.push_back(&w);
   }
   if (selected.empty()) {
     std::cerr << "chronoq-bench: unknown workload '" << o.workload
@@ -636,7 +622,7 @@ int main(int argc, char** argv) {
   if (o.workload == "all") {
     if (o.n > 0) {
       std::cerr << "chronoq-bench: every workload uses n=" << o.n << "\n";
-    } else {
+    } else if (!http) {
       std::cerr << "chronoq-bench: W8 uses n=1000000 under 'all' (pass -n to change)\n";
     }
   }
@@ -654,7 +640,7 @@ int main(int argc, char** argv) {
       for (int run = 0; run < o.runs; ++run) {
         if (o.runs > 1) std::cerr << w->name << ": run " << run + 1 << " of " << o.runs << "\n";
         TrimHeap();
-        w->run(o, n, 42 + static_cast<uint64_t>(run));
+        (http ? w->run_http : w->run)(o, n, 42 + static_cast<uint64_t>(run));
       }
     }
   } catch (const std::exception& e) {

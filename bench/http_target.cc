@@ -1,0 +1,1128 @@
+#include "http_target.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <latch>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "chronoq/clock.h"
+#include "chronoq/time.h"
+
+#include "cli/http_client.h"
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace chronoq::bench {
+namespace {
+
+namespace fs = std::filesystem;
+using Ms = std::chrono::milliseconds;
+using std::chrono::system_clock;
+
+constexpr int kW1Connections = 32;  // W1 single: one thread each
+constexpr int kW3Workers = 2;       // W3 long-polling workers, as the embedded target's pool
+constexpr int kW5Pollers = 4;       // W5 long-polling claims held open while idle
+constexpr int64_t kLeaseMs = 60'000;
+constexpr Ms kRequestTimeout{60'000};
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// The first `max` bytes of `text`, for error messages.
+std::string Excerpt(std::string_view text, size_t max = 400) {
+  if (text.size() <= max) return std::string(text);
+  return std::string(text.substr(0, max)) + "...";
+}
+
+// The last `max` bytes of the file at `path` (chronoqd's log), or "".
+std::string Tail(const fs::path& path, size_t max = 2000) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<size_t>(in.tellg());
+  const size_t from = size > max ? size - max : 0;
+  in.seekg(static_cast<std::streamoff>(from));
+  std::string text(size - from, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  return text;
+}
+
+// --- the client ------------------------------------------------------------------
+
+// Where requests go: a resolved address plus what every request carries.
+struct Endpoint {
+  std::string authority;      // "127.0.0.1:7070": the Host header and messages
+  std::string prefix;         // "" or "/chronoq"
+  std::string extra_headers;  // "Authorization: Bearer ...\r\n" or ""
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+};
+
+Endpoint ResolveUrl(const std::string& url, const std::string& token) {
+  Result<cli::BaseUrl> base = cli::ParseBaseUrl(url, "url");
+  if (!base.ok()) throw BenchError("--url: " + base.status().ToString());
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = getaddrinfo(base->host.c_str(), base->port.c_str(), &hints, &found);
+  if (rc != 0) throw BenchError("cannot resolve " + base->host + ": " + gai_strerror(rc));
+  Endpoint ep;
+  std::memcpy(&ep.addr, found->ai_addr, found->ai_addrlen);
+  ep.addr_len = found->ai_addrlen;
+  freeaddrinfo(found);
+  ep.authority = base->Authority();
+  ep.prefix = base->prefix;
+  if (!token.empty()) ep.extra_headers = "Authorization: Bearer " + token + "\r\n";
+  return ep;
+}
+
+// One keep-alive HTTP/1.1 connection with blocking I/O. Requests are not
+// pipelined: Send writes one request and reads its whole answer. Only
+// Content-Length framed answers are understood (chronoqd sends nothing else).
+// Not thread-safe: one thread per connection.
+class Connection {
+ public:
+  struct Response {
+    int status = 0;
+    std::string_view body;  // valid until the next Send
+  };
+
+  // Connects now. `timeout` bounds each blocking read and write.
+  Connection(const Endpoint& ep, Ms timeout) : ep_(ep), buf_(64 << 10) {
+    fd_ = socket(ep.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw BenchError("socket: " + ErrnoText(errno));
+    const int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>(timeout.count() % 1000 * 1000);
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(fd_, reinterpret_cast<const sockaddr*>(&ep.addr), ep.addr_len) != 0) {
+      const int err = errno;
+      close(fd_);
+      throw BenchError("cannot connect to " + ep.authority + ": " + ErrnoText(err));
+    }
+  }
+  ~Connection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Sends `method target` with `body` and returns the answer, whatever its
+  // status. Throws BenchError when no complete answer arrives.
+  Response Send(std::string_view method, std::string_view target, std::string_view body) {
+    what_.assign(method).append(" ").append(target);
+    if (fd_ < 0) throw BenchError(what_ + ": the server closed the connection before");
+    head_.assign(method)
+        .append(" ")
+        .append(ep_.prefix)
+        .append(target)
+        .append(" HTTP/1.1\r\nHost: ")
+        .append(ep_.authority)
+        .append("\r\n")
+        .append(ep_.extra_headers);
+    if (!body.empty()) {
+      head_.append("Content-Type: application/json\r\nContent-Length: ")
+          .append(std::to_string(body.size()))
+          .append("\r\n");
+    } else if (method == "POST" || method == "PUT") {
+      head_.append("Content-Length: 0\r\n");
+    }
+    head_.append("\r\n");
+    WriteAll(head_, body);
+    return ReadResponse();
+  }
+
+  // As Send, but throws BenchError unless the status is 2xx.
+  Response Expect2xx(std::string_view method, std::string_view target, std::string_view body) {
+    Response r = Send(method, target, body);
+    if (r.status < 200 || r.status > 299) {
+      throw BenchError(what_ + ": HTTP " + std::to_string(r.status) + ": " + Excerpt(r.body));
+    }
+    return r;
+  }
+
+  // "POST /v1/tasks" of the last request, for messages.
+  const std::string& what() const { return what_; }
+
+ private:
+  void WriteAll(std::string_view head, std::string_view body) {
+    iovec iov[2] = {{const_cast<char*>(head.data()), head.size()},
+                    {const_cast<char*>(body.data()), body.size()}};
+    int first = 0;
+    const int count = body.empty() ? 1 : 2;
+    while (first < count) {
+      msghdr msg{};
+      msg.msg_iov = iov + first;
+      msg.msg_iovlen = static_cast<size_t>(count - first);
+      const ssize_t sent = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) throw BenchError(what_ + ": write timed out");
+        throw BenchError(what_ + ": write to " + ep_.authority + ": " + ErrnoText(errno));
+      }
+      auto left = static_cast<size_t>(sent);
+      while (first < count && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+      if (first < count) {
+        iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+        iov[first].iov_len -= left;
+      }
+    }
+  }
+
+  // Reads more bytes into buf_ after used_, growing it when full.
+  void ReadSome() {
+    if (used_ == buf_.size()) buf_.resize(buf_.size() * 2);
+    while (true) {
+      const ssize_t got = recv(fd_, buf_.data() + used_, buf_.size() - used_, 0);
+      if (got > 0) {
+        used_ += static_cast<size_t>(got);
+        return;
+      }
+      if (got == 0) {
+        throw BenchError(what_ + ": " + ep_.authority + " closed the connection before answering");
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) throw BenchError(what_ + ": no answer in time");
+      throw BenchError(what_ + ": read from " + ep_.authority + ": " + ErrnoText(errno));
+    }
+  }
+
+  static bool StartsWithNoCase(std::string_view line, std::string_view prefix) {
+    if (line.size() < prefix.size()) return false;
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      if (std::tolower(static_cast<unsigned char>(line[i])) != prefix[i]) return false;
+    }
+    return true;
+  }
+
+  static std::string_view Trim(std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+  }
+
+  Response ReadResponse() {
+    used_ = 0;  // requests are not pipelined: nothing of an earlier answer is left
+    size_t head_end = std::string_view::npos;
+    size_t scanned = 0;
+    while (true) {
+      const std::string_view seen(buf_.data(), used_);
+      const size_t at = seen.find("\r\n\r\n", scanned > 3 ? scanned - 3 : 0);
+      if (at != std::string_view::npos) {
+        head_end = at + 4;
+        break;
+      }
+      scanned = used_;
+      if (used_ > (64 << 10)) throw BenchError(what_ + ": answer headers over 64 KiB");
+      ReadSome();
+    }
+    const std::string_view head(buf_.data(), head_end);
+    Response r;
+    if (!head.starts_with("HTTP/1.1 ") && !head.starts_with("HTTP/1.0 ")) {
+      throw BenchError(what_ + ": not an HTTP answer: " + Excerpt(head, 80));
+    }
+    r.status = std::atoi(head.data() + 9);
+    std::optional<size_t> length;
+    bool close_after = head.starts_with("HTTP/1.0 ");
+    size_t pos = head.find("\r\n") + 2;
+    while (pos < head_end - 2) {
+      const size_t eol = head.find("\r\n", pos);
+      const std::string_view line = head.substr(pos, eol - pos);
+      pos = eol + 2;
+      const size_t colon = line.find(':');
+      if (colon == std::string_view::npos) continue;
+      const std::string_view value = Trim(line.substr(colon + 1));
+      if (StartsWithNoCase(line, "content-length:")) {
+        length = static_cast<size_t>(std::strtoull(std::string(value).c_str(), nullptr, 10));
+      } else if (StartsWithNoCase(line, "transfer-encoding:")) {
+        throw BenchError(what_ + ": chunked answers are not supported by the bench client");
+      } else if (StartsWithNoCase(line, "connection:")) {
+        close_after = StartsWithNoCase(value, "close");
+      }
+    }
+    if (!length) throw BenchError(what_ + ": answer without Content-Length");
+    const size_t total = head_end + *length;
+    if (buf_.size() < total) buf_.resize(total);
+    while (used_ < total) ReadSome();
+    if (used_ > total) throw BenchError(what_ + ": unexpected bytes after the answer");
+    r.body = std::string_view(buf_.data() + head_end, *length);
+    if (close_after) {
+      close(fd_);
+      fd_ = -1;
+    }
+    return r;
+  }
+
+  const Endpoint ep_;
+  int fd_ = -1;
+  std::vector<char> buf_;
+  size_t used_ = 0;
+  std::string head_;
+  std::string what_;
+};
+
+// --- reading chronoqd's answers --------------------------------------------------------
+
+// A lease as found in a claim answer; the views point into the answer body.
+struct LeaseRef {
+  std::string_view id;  // as written: generated ids need no escapes
+  uint64_t token = 0;
+  std::string_view run_at;
+};
+
+// A minimal JSON reader for the fields the bench needs from a claim answer
+// ({"tasks":[{...,"id":"..",...,"run_at":"..",...,"token":17},...]}), which
+// skips everything else without building a document: parsing every answer
+// with a DOM would cost the load generator the CPU the server needs.
+class LeaseScanner {
+ public:
+  LeaseScanner(std::string_view text, const std::string& what) : s_(text), what_(what) {}
+
+  // Appends the leases of the answer to `out`.
+  void Scan(std::vector<LeaseRef>& out) {
+    Expect('{');
+    if (Peek() == '}') return Fail("no tasks");
+    bool found = false;
+    while (true) {
+      const std::string_view key = String();
+      Expect(':');
+      if (key == "tasks") {
+        found = true;
+        Expect('[');
+        if (Peek() == ']') {
+          ++i_;
+        } else {
+          while (true) {
+            out.push_back(Lease());
+            if (Next(',', ']') == ']') break;
+          }
+        }
+      } else {
+        SkipValue();
+      }
+      if (Next(',', '}') == '}') break;
+    }
+    if (!found) Fail("no tasks");
+  }
+
+ private:
+  LeaseRef Lease() {
+    LeaseRef l;
+    bool has_id = false, has_token = false, has_run_at = false;
+    Expect('{');
+    if (Peek() == '}') Fail("an empty task");
+    while (true) {
+      const std::string_view key = String();
+      Expect(':');
+      if (key == "id") {
+        l.id = String();
+        has_id = true;
+      } else if (key == "token") {
+        l.token = Unsigned();
+        has_token = true;
+      } else if (key == "run_at") {
+        l.run_at = String();
+        has_run_at = true;
+      } else {
+        SkipValue();
+      }
+      if (Next(',', '}') == '}') break;
+    }
+    if (!has_id || !has_token || !has_run_at) Fail("a task without id, token or run_at");
+    return l;
+  }
+
+  [[noreturn]] void Fail(const std::string& why) const {
+    throw BenchError(what_ + ": unexpected answer (" + why + " at byte " + std::to_string(i_) +
+                     "): " + Excerpt(s_));
+  }
+  void Ws() {
+    while (i_ < s_.size() &&
+           (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) {
+      ++i_;
+    }
+  }
+  char Peek() {
+    Ws();
+    if (i_ >= s_.size()) Fail("end of text");
+    return s_[i_];
+  }
+  void Expect(char c) {
+    if (Peek() != c) Fail(std::string("expected '") + c + "'");
+    ++i_;
+  }
+  char Next(char a, char b) {
+    const char c = Peek();
+    if (c != a && c != b) Fail(std::string("expected '") + a + "' or '" + b + "'");
+    ++i_;
+    return c;
+  }
+  // A string without its quotes; escapes are kept as written.
+  std::string_view String() {
+    Expect('"');
+    const size_t start = i_;
+    while (i_ < s_.size() && s_[i_] != '"') i_ += s_[i_] == '\\' ? 2 : 1;
+    if (i_ >= s_.size()) Fail("unterminated string");
+    return s_.substr(start, i_++ - start);
+  }
+  uint64_t Unsigned() {
+    Ws();
+    uint64_t v = 0;
+    const size_t start = i_;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') v = v * 10 + (s_[i_++] - '0');
+    if (i_ == start) Fail("expected a number");
+    return v;
+  }
+  void SkipValue() {
+    const char c = Peek();
+    if (c == '"') {
+      String();
+    } else if (c == '{' || c == '[') {
+      int depth = 0;
+      while (true) {
+        const char d = Peek();
+        if (d == '"') {
+          String();
+          continue;
+        }
+        ++i_;
+        if (d == '{' || d == '[') ++depth;
+        if ((d == '}' || d == ']') && --depth == 0) return;
+      }
+    } else {  // number, true, false, null
+      while (i_ < s_.size() && s_[i_] != ',' && s_[i_] != '}' && s_[i_] != ']' && s_[i_] != ' ') {
+        ++i_;
+      }
+    }
+  }
+
+  std::string_view s_;
+  const std::string& what_;
+  size_t i_ = 0;
+};
+
+// Claims up to `max` tasks of `queue`; appends the leases to `out` (views
+// into the connection's buffer, valid until its next request).
+void Claim(Connection& c, const std::string& path, const std::string& body,
+           std::vector<LeaseRef>& out) {
+  const Connection::Response r = c.Expect2xx("POST", path, body);
+  LeaseScanner(r.body, c.what()).Scan(out);
+}
+
+// Acknowledges `leases` with one POST /v1/acks; throws unless every ack
+// succeeded. `body` is scratch space reused across calls.
+void AckAll(Connection& c, const std::vector<LeaseRef>& leases, std::string& body) {
+  body.assign("{\"acks\":[");
+  for (size_t i = 0; i < leases.size(); ++i) {
+    if (i > 0) body += ',';
+    body.append("{\"id\":\"").append(leases[i].id).append("\",\"token\":");
+    body.append(std::to_string(leases[i].token)).append("}");
+  }
+  body.append("]}");
+  const Connection::Response r = c.Expect2xx("POST", "/v1/acks", body);
+  // Generated ids hold no quotes, so these markers occur only as results.
+  size_t oks = 0;
+  for (size_t at = r.body.find("\"ok\":true"); at != std::string_view::npos;
+       at = r.body.find("\"ok\":true", at + 9)) {
+    ++oks;
+  }
+  if (oks != leases.size()) {
+    throw BenchError("POST /v1/acks: " + std::to_string(leases.size() - oks) + " of " +
+                     std::to_string(leases.size()) + " acks failed: " + Excerpt(r.body));
+  }
+}
+
+// The counts of `queue` ({"scheduled":..,"running":..,"succeeded":..,...}).
+json QueueCounts(Connection& c, const std::string& queue) {
+  const Connection::Response r = c.Expect2xx("GET", "/v1/queues/" + cli::PercentEncode(queue), "");
+  try {
+    return json::parse(r.body).at("counts");
+  } catch (const std::exception& e) {
+    throw BenchError(c.what() + ": unexpected answer (" + e.what() + "): " + Excerpt(r.body));
+  }
+}
+
+int64_t Count(const json& counts, const char* state) { return counts.at(state).get<int64_t>(); }
+
+// --- the server ------------------------------------------------------------------------
+
+// chronoqd as a child process on 127.0.0.1:0; killed (SIGKILL) if not
+// stopped before destruction.
+class ChronoqdProcess {
+ public:
+  ChronoqdProcess(const std::string& binary, const fs::path& data_dir, const fs::path& log)
+      : log_(log) {
+    if (access(binary.c_str(), X_OK) != 0) {
+      throw BenchError("cannot run chronoqd at " + binary + ": " + ErrnoText(errno) +
+                       " (build the chronoqd target or pass --chronoqd PATH)");
+    }
+    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--data",
+                                     data_dir.string()};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log_fd < 0) throw BenchError("cannot create " + log.string() + ": " + ErrnoText(errno));
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(log_fd);
+      throw BenchError(std::string("pipe: ") + ErrnoText(errno));
+    }
+    pid_ = fork();
+    if (pid_ == 0) {  // only async-signal-safe calls until execv
+      dup2(out[1], STDOUT_FILENO);
+      dup2(log_fd, STDERR_FILENO);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    close(log_fd);
+    if (pid_ < 0) {
+      close(out[0]);
+      throw BenchError(std::string("fork: ") + ErrnoText(errno));
+    }
+    // The first stdout line: "chronoqd listening on http://127.0.0.1:PORT ...".
+    std::string line;
+    const auto limit = SteadyClock::now() + std::chrono::seconds(60);
+    while (line.find('\n') == std::string::npos) {
+      const auto left = std::chrono::duration_cast<Ms>(limit - SteadyClock::now()).count();
+      pollfd p{out[0], POLLIN, 0};
+      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) == 0) break;
+      char chunk[256];
+      const ssize_t got = read(out[0], chunk, sizeof chunk);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      line.append(chunk, static_cast<size_t>(got));
+    }
+    close(out[0]);
+    constexpr std::string_view kMarker = "http://127.0.0.1:";
+    const size_t at = line.find(kMarker);
+    if (at != std::string::npos) port_ = std::atoi(line.c_str() + at + kMarker.size());
+    if (port_ <= 0) {
+      const int status = Kill();
+      throw BenchError("chronoqd (" + binary + ") did not report its port (" +
+                       DescribeStatus(status) + "); the end of " + log.string() + ":\n" +
+                       Tail(log));
+    }
+  }
+  ~ChronoqdProcess() {
+    if (pid_ > 0) Kill();
+  }
+  ChronoqdProcess(const ChronoqdProcess&) = delete;
+  ChronoqdProcess& operator=(const ChronoqdProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  int port() const { return port_; }
+
+  // SIGTERM, then waits up to 60 s; throws unless chronoqd exits with 0.
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    const auto limit = SteadyClock::now() + std::chrono::seconds(60);
+    while (true) {
+      const pid_t done = waitpid(pid_, &status, WNOHANG);
+      if (done == pid_) break;
+      if (done < 0 && errno != EINTR) throw BenchError("waitpid: " + ErrnoText(errno));
+      if (SteadyClock::now() > limit) {
+        Kill();
+        throw BenchError("chronoqd did not exit within 60 s of SIGTERM (killed); the end of " +
+                         log_.string() + ":\n" + Tail(log_));
+      }
+      std::this_thread::sleep_for(Ms(10));
+    }
+    pid_ = -1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      throw BenchError("chronoqd " + DescribeStatus(status) + " after SIGTERM; the end of " +
+                       log_.string() + ":\n" + Tail(log_));
+    }
+  }
+
+ private:
+  static std::string DescribeStatus(int status) {
+    if (status < 0) return "still running";
+    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+    return "ended with wait status " + std::to_string(status);
+  }
+  // SIGKILL and reap; returns the wait status (-1 when it was not reaped).
+  int Kill() {
+    int status = -1;
+    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done != pid_) {
+      kill(pid_, SIGKILL);
+      if (waitpid(pid_, &status, 0) != pid_) status = -1;
+    }
+    pid_ = -1;
+    return status;
+  }
+
+  fs::path log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// The server one workload run talks to: a chronoqd of its own, or --url.
+class Server {
+ public:
+  // `name` ("W1-batch") names the data directory and the progress lines.
+  Server(const Options& o, const std::string& name) : name_(name) {
+    if (!o.url.empty()) {
+      const char* token = std::getenv("CHRONOQ_TOKEN");
+      endpoint_ = ResolveUrl(o.url, token == nullptr ? "" : token);
+      // Queues of their own, so earlier runs' tasks do not count.
+      std::random_device random;
+      suffix_ = "-" + std::to_string(random());
+      std::cerr << name << ": using " << o.url << "\n";
+      return;
+    }
+    const fs::path data = fs::path(o.dir) / ("http-" + name);
+    std::error_code ec;
+    fs::remove_all(data, ec);
+    if (ec) throw BenchError("cannot remove " + data.string() + ": " + ec.message());
+    fs::create_directories(data, ec);
+    if (ec) throw BenchError("cannot create " + data.string() + ": " + ec.message());
+    process_.emplace(o.chronoqd, data, data / "chronoqd.log");
+    const std::string url = "http://127.0.0.1:" + std::to_string(process_->port());
+    endpoint_ = ResolveUrl(url, "");
+    std::cerr << name << ": chronoqd pid " << process_->pid() << " on " << url << " (data in "
+              << data.string() << ")\n";
+  }
+
+  const Endpoint& endpoint() const { return endpoint_; }
+  // chronoqd's pid, or nullopt with --url.
+  std::optional<pid_t> pid() const {
+    if (!process_) return std::nullopt;
+    return process_->pid();
+  }
+  // The queue name to use for `base` ("w1").
+  std::string Queue(const std::string& base) const { return base + suffix_; }
+  std::unique_ptr<Connection> Connect(Ms timeout = kRequestTimeout) const {
+    return std::make_unique<Connection>(endpoint_, timeout);
+  }
+  // Kills a chronoqd of our own at once (SIGKILL): on error paths, to end
+  // the long polls of threads that must be joined.
+  void Kill() { process_.reset(); }
+  // Stops a chronoqd of our own (SIGTERM, exit status 0 or a BenchError).
+  void Stop() {
+    if (process_) {
+      process_->Stop();
+      std::cerr << name_ << ": chronoqd stopped\n";
+    }
+  }
+
+ private:
+  std::string name_;
+  std::optional<ChronoqdProcess> process_;
+  Endpoint endpoint_;
+  std::string suffix_;
+};
+
+// Runs a function when the scope ends, however it ends.
+template <typename F>
+class AtScopeExit {
+ public:
+  explicit AtScopeExit(F fn) : fn_(std::move(fn)) {}
+  ~AtScopeExit() { fn_(); }
+  AtScopeExit(const AtScopeExit&) = delete;
+  AtScopeExit& operator=(const AtScopeExit&) = delete;
+
+ private:
+  F fn_;
+};
+
+// --- running threads together ----------------------------------------------------------
+
+struct Span {
+  SteadyClock::time_point start;  // when the threads were released
+  SteadyClock::time_point end;    // when the last one returned
+};
+
+// Runs fn(i) for i in [0, count) on threads of their own, released together
+// once all of them exist. `stop` is raised as soon as one throws; the first
+// error is rethrown as a BenchError after every thread ended.
+Span RunTogether(int count, std::atomic<bool>& stop, const std::function<void(int)>& fn) {
+  std::latch ready(count + 1);
+  std::latch go(1);
+  std::mutex mu;
+  std::string error;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    threads.emplace_back([&, i] {
+      ready.count_down();
+      go.wait();
+      try {
+        fn(i);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mu);
+        if (error.empty()) error = e.what();
+        stop.store(true);
+      }
+    });
+  }
+  ready.arrive_and_wait();
+  Span span;
+  span.start = SteadyClock::now();
+  go.count_down();
+  for (std::thread& t : threads) t.join();
+  span.end = SteadyClock::now();
+  if (!error.empty()) throw BenchError(error);
+  return span;
+}
+
+// --- request bodies ----------------------------------------------------------------------
+
+// One task object; `when` is "delay_ms":D or "run_at":T, or empty (due now).
+void AppendTask(std::string& out, const std::string& queue, std::mt19937_64& rng,
+                const std::string& when) {
+  out.append("{\"queue\":\"").append(queue).append("\",\"payload\":").append(Payload(rng));
+  if (!when.empty()) out.append(",").append(when);
+  out.append("}");
+}
+
+// Bodies of POST /v1/tasks/batch with up to `per_batch` tasks each;
+// when(i) gives task i's timing field.
+std::vector<std::string> BatchBodies(const std::string& queue, int64_t n, int64_t per_batch,
+                                     std::mt19937_64& rng,
+                                     const std::function<std::string(int64_t)>& when) {
+  std::vector<std::string> bodies;
+  for (int64_t i = 0; i < n; i += per_batch) {
+    std::string body = "{\"tasks\":[";
+    for (int64_t k = i; k < std::min(n, i + per_batch); ++k) {
+      if (k > i) body += ',';
+      AppendTask(body, queue, rng, when(k));
+    }
+    body += "]}";
+    bodies.push_back(std::move(body));
+  }
+  return bodies;
+}
+
+void SendBatches(Connection& c, const std::vector<std::string>& bodies) {
+  for (const std::string& body : bodies) c.Expect2xx("POST", "/v1/tasks/batch", body);
+}
+
+// Lowers `target` to `value` if that is earlier (relaxed: read after joins).
+void StoreMin(std::atomic<SteadyClock::rep>& target, SteadyClock::time_point value) {
+  const SteadyClock::rep v = value.time_since_epoch().count();
+  SteadyClock::rep cur = target.load(std::memory_order_relaxed);
+  while (v < cur && !target.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+void StoreMax(std::atomic<SteadyClock::rep>& target, SteadyClock::time_point value) {
+  const SteadyClock::rep v = value.time_since_epoch().count();
+  SteadyClock::rep cur = target.load(std::memory_order_relaxed);
+  while (v > cur && !target.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+SteadyClock::time_point AsTime(const std::atomic<SteadyClock::rep>& rep) {
+  return SteadyClock::time_point(SteadyClock::duration(rep.load()));
+}
+
+// --- /proc -------------------------------------------------------------------------------
+
+// Voluntary context switches per thread of `pid`, by "tid name".
+std::map<std::string, int64_t> ThreadSwitches(pid_t pid) {
+  std::map<std::string, int64_t> out;
+  const fs::path dir = fs::path("/proc") / std::to_string(pid) / "task";
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    std::ifstream in(e.path() / "status");
+    std::string line, name;
+    std::optional<int64_t> switches;
+    while (std::getline(in, line)) {
+      if (line.rfind("Name:", 0) == 0) name = line.substr(line.find_first_not_of(" \t", 5));
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+        switches = std::stoll(line.substr(24));
+        break;
+      }
+    }
+    if (switches) out[e.path().filename().string() + " " + name] = *switches;
+  }
+  if (ec || out.empty()) throw BenchError("cannot read " + dir.string() + ": " + ec.message());
+  return out;
+}
+
+// User + system CPU seconds of `pid` (all threads), from /proc/PID/stat.
+double ProcessCpuSeconds(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');  // the name may hold spaces and parentheses
+  if (paren == std::string::npos) throw BenchError("cannot read " + path);
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  // After the name: state is field 3, utime field 14, stime field 15.
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+// Checks that all `n` tasks of a W1 run are scheduled, then prints its line.
+void ReportW1(Connection& c, const std::string& queue, const std::string& mode, int64_t n,
+              int connections, const Span& span) {
+  const int64_t scheduled = Count(QueueCounts(c, queue), "scheduled");
+  if (scheduled != n) {
+    throw BenchError("W1 " + mode + ": " + std::to_string(scheduled) + " of " + std::to_string(n) +
+                     " tasks are scheduled after the enqueue");
+  }
+  json j = Line("W1", "http", mode, n);
+  j["per_s"] = std::llround(static_cast<double>(n) / Seconds(span.end - span.start));
+  j["connections"] = connections;
+  Emit(j);
+}
+
+// --- workloads ---------------------------------------------------------------------------
+
+void RunHttpW1(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> delay_ms(1'000, 600'000);
+  auto random_delay = [&](int64_t) { return "\"delay_ms\":" + std::to_string(delay_ms(rng)); };
+
+  if (o.mode.empty() || o.mode == "batch") {
+    Server server(o, "W1-batch");
+    const std::string queue = server.Queue("w1");
+    const int conns = static_cast<int>(
+        std::min<int64_t>(o.w1_batch_connections, std::max<int64_t>(1, (n + 999) / 1000)));
+    const std::vector<std::string> bodies = BatchBodies(queue, n, 1000, rng, random_delay);
+    std::vector<std::unique_ptr<Connection>> c;
+    for (int i = 0; i < conns; ++i) c.push_back(server.Connect());
+    std::cerr << "W1 batch: enqueueing " << n << " tasks in batches of 1000 over " << conns
+              << " connection(s)\n";
+    std::atomic<bool> stop{false};
+    const Span span = RunTogether(conns, stop, [&](int t) {
+      for (size_t i = static_cast<size_t>(t); i < bodies.size() && !stop.load();
+           i += static_cast<size_t>(conns)) {
+        c[static_cast<size_t>(t)]->Expect2xx("POST", "/v1/tasks/batch", bodies[i]);
+      }
+    });
+    ReportW1(*c[0], queue, "batch", n, conns, span);
+    c.clear();
+    server.Stop();
+  }
+  if (o.mode.empty() || o.mode == "single") {
+    Server server(o, "W1-single");
+    const std::string queue = server.Queue("w1");
+    // Every connection's request bodies, back to back, with their end offsets.
+    std::vector<std::string> text(kW1Connections);
+    std::vector<std::vector<size_t>> ends(kW1Connections);
+    for (int t = 0; t < kW1Connections; ++t) {
+      const int64_t count = n / kW1Connections + (t < n % kW1Connections ? 1 : 0);
+      for (int64_t k = 0; k < count; ++k) {
+        AppendTask(text[static_cast<size_t>(t)], queue, rng, random_delay(k));
+        ends[static_cast<size_t>(t)].push_back(text[static_cast<size_t>(t)].size());
+      }
+    }
+    std::vector<std::unique_ptr<Connection>> c;
+    for (int i = 0; i < kW1Connections; ++i) c.push_back(server.Connect());
+    std::cerr << "W1 single: enqueueing " << n << " tasks one per request over " << kW1Connections
+              << " connections\n";
+    std::atomic<bool> stop{false};
+    const Span span = RunTogether(kW1Connections, stop, [&](int t) {
+      const std::string& all = text[static_cast<size_t>(t)];
+      Connection& conn = *c[static_cast<size_t>(t)];
+      size_t begin = 0;
+      for (const size_t end : ends[static_cast<size_t>(t)]) {
+        if (stop.load(std::memory_order_relaxed)) return;
+        conn.Expect2xx("POST", "/v1/tasks", std::string_view(all).substr(begin, end - begin));
+        begin = end;
+      }
+    });
+    ReportW1(*c[0], queue, "single", n, kW1Connections, span);
+    c.clear();
+    server.Stop();
+  }
+}
+
+void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Server server(o, "W2");
+  const std::string queue = server.Queue("w2");
+  const std::string claim_path = "/v1/queues/" + cli::PercentEncode(queue) + "/claim";
+  {
+    const auto bodies = BatchBodies(queue, n, 1000, rng, [](int64_t) { return std::string(); });
+    std::cerr << "W2: enqueueing " << n << " tasks due now\n";
+    SendBatches(*server.Connect(), bodies);
+  }
+  const int workers = o.concurrency;
+  const std::string claim_body = "{\"max\":" + std::to_string(o.batch) +
+                                 ",\"lease_ms\":" + std::to_string(kLeaseMs) + ",\"wait_ms\":0}";
+  // After an empty answer while tasks are left: wait instead of spinning.
+  const std::string claim_wait_body = "{\"max\":" + std::to_string(o.batch) +
+                                      ",\"lease_ms\":" + std::to_string(kLeaseMs) +
+                                      ",\"wait_ms\":200}";
+  std::vector<std::unique_ptr<Connection>> c;
+  for (int i = 0; i < workers; ++i) c.push_back(server.Connect());
+  std::cerr << "W2: draining with " << workers << " connections, claims of " << o.batch << "\n";
+
+  std::atomic<int64_t> claimed{0}, empty_claims{0};
+  std::atomic<SteadyClock::rep> first_claim{
+      SteadyClock::time_point::max().time_since_epoch().count()};
+  std::atomic<SteadyClock::rep> last_ack{0};
+  const auto limit =
+      SteadyClock::now() + std::chrono::seconds(120) + std::chrono::microseconds(n * 100);
+  std::atomic<bool> stop{false};
+  RunTogether(workers, stop, [&](int t) {
+    Connection& conn = *c[static_cast<size_t>(t)];
+    std::vector<LeaseRef> leases;
+    std::string ack_body;
+    bool waited = false;
+    while (claimed.load() < n && !stop.load(std::memory_order_relaxed)) {
+      if (SteadyClock::now() > limit) throw BenchError("W2: tasks left at the time limit");
+      leases.clear();
+      StoreMin(first_claim, SteadyClock::now());
+      Claim(conn, claim_path, waited ? claim_wait_body : claim_body, leases);
+      if (leases.empty()) {
+        empty_claims.fetch_add(1);
+        waited = true;
+        continue;
+      }
+      waited = false;
+      claimed.fetch_add(static_cast<int64_t>(leases.size()));
+      AckAll(conn, leases, ack_body);
+      StoreMax(last_ack, SteadyClock::now());
+    }
+  });
+  const double s = Seconds(AsTime(last_ack) - AsTime(first_claim));
+  const json counts = QueueCounts(*c[0], queue);
+  if (Count(counts, "succeeded") != n) {
+    throw BenchError("W2: " + std::to_string(Count(counts, "succeeded")) + " of " +
+                     std::to_string(n) + " tasks succeeded after the drain (" +
+                     std::to_string(claimed.load()) + " claimed): " + counts.dump());
+  }
+  if (empty_claims.load() > 0) std::cerr << "W2: " << empty_claims.load() << " empty claims\n";
+  json j = Line("W2", "http", "", n);
+  j["per_s"] = std::llround(static_cast<double>(n) / s);
+  j["redelivered"] = claimed.load() - n;
+  j["connections"] = workers;
+  j["claim_batch"] = o.batch;
+  Emit(j);
+  c.clear();
+  server.Stop();
+}
+
+void RunHttpW3(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Server server(o, "W3");
+  const std::string queue = server.Queue("w3");
+  const std::string claim_path = "/v1/queues/" + cli::PercentEncode(queue) + "/claim";
+  const std::string claim_body =
+      "{\"max\":100,\"lease_ms\":" + std::to_string(kLeaseMs) + ",\"wait_ms\":1000}";
+  std::vector<std::unique_ptr<Connection>> c;
+  for (int i = 0; i < kW3Workers; ++i) c.push_back(server.Connect());
+  auto producer = server.Connect();
+
+  std::vector<std::vector<double>> lateness_ms(kW3Workers);
+  std::atomic<int64_t> claimed{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::string error;
+  // The workers long-poll from before the enqueue on, as a real pool would.
+  std::thread runner([&] {
+    try {
+      RunTogether(kW3Workers, stop, [&](int t) {
+        Connection& conn = *c[static_cast<size_t>(t)];
+        std::vector<double>& mine = lateness_ms[static_cast<size_t>(t)];
+        std::vector<LeaseRef> leases;
+        std::string ack_body;
+        while (claimed.load() < n && !stop.load()) {
+          leases.clear();
+          Claim(conn, claim_path, claim_body, leases);
+          const auto arrived = system_clock::now();
+          for (const LeaseRef& l : leases) {
+            const Result<Timestamp> run_at = ParseTime(l.run_at, "run_at");
+            if (!run_at.ok()) throw BenchError("W3: claim answer: " + run_at.status().ToString());
+            mine.push_back(std::chrono::duration<double, std::milli>(arrived - *run_at).count());
+          }
+          if (leases.empty()) continue;
+          claimed.fetch_add(static_cast<int64_t>(leases.size()));
+          AckAll(conn, leases, ack_body);
+        }
+      });
+    } catch (const std::exception& e) {
+      std::lock_guard lock(mu);
+      error = e.what();
+    }
+  });
+  // However this function ends, the workers end within one long poll (1 s).
+  const AtScopeExit join_runner([&] {
+    stop.store(true);
+    if (runner.joinable()) runner.join();
+  });
+
+  // The first task is due 1 s from now, so the enqueue itself is not late.
+  const int64_t start_ms =
+      std::chrono::duration_cast<Ms>(system_clock::now().time_since_epoch()).count() + 1000;
+  const auto bodies = BatchBodies(queue, n, 1000, rng, [&](int64_t i) {
+    return "\"run_at\":" + std::to_string(start_ms + i * 10'000 / n);
+  });
+  std::cerr << "W3: scheduling " << n << " tasks over 10 s, " << kW3Workers
+            << " long-polling workers\n";
+  SendBatches(*producer, bodies);
+  const auto limit = SteadyClock::now() + std::chrono::seconds(11 + 60);
+  while (claimed.load() < n && !stop.load() && SteadyClock::now() < limit) {
+    std::this_thread::sleep_for(Ms(50));
+  }
+  const bool timed_out = claimed.load() < n && !stop.load();
+  stop.store(true);
+  runner.join();
+  if (!error.empty()) throw BenchError(error);
+  if (timed_out) {
+    throw BenchError("W3: only " + std::to_string(claimed.load()) + " of " + std::to_string(n) +
+                     " tasks were claimed within 60 s of the last one being due");
+  }
+  const json counts = QueueCounts(*producer, queue);
+  if (Count(counts, "succeeded") != n) {
+    throw BenchError("W3: " + std::to_string(Count(counts, "succeeded")) + " of " +
+                     std::to_string(n) + " tasks succeeded: " + counts.dump());
+  }
+  std::vector<double> all;
+  for (const auto& v : lateness_ms) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  json j = Line("W3", "http", "", n);
+  j["p50_ms"] = Round(Percentile(all, 50), 3);
+  j["p99_ms"] = Round(Percentile(all, 99), 3);
+  j["max_ms"] = Round(all.back(), 3);
+  if (static_cast<int64_t>(all.size()) != n)
+    j["redelivered"] = static_cast<int64_t>(all.size()) - n;
+  j["connections"] = kW3Workers;
+  Emit(j);
+  c.clear();
+  producer.reset();
+  server.Stop();
+}
+
+void RunHttpW5(const Options& o, int64_t n, uint64_t seed) {
+  if (!o.url.empty()) {
+    throw BenchError(
+        "W5 needs a chronoqd that the bench starts itself (it reads the server's "
+        "/proc/PID/task/*/status and /proc/PID/stat): run it without --url");
+  }
+  std::mt19937_64 rng(seed);
+  Server server(o, "W5");
+  const pid_t pid = *server.pid();
+  const std::string queue = server.Queue("w5");
+  const std::string claim_path = "/v1/queues/" + cli::PercentEncode(queue) + "/claim";
+  {
+    const auto bodies = BatchBodies(queue, n, 1000, rng,
+                                    [](int64_t) { return std::string("\"delay_ms\":3600000"); });
+    std::cerr << "W5: enqueueing " << n << " tasks due in 1 h\n";
+    SendBatches(*server.Connect(), bodies);
+  }
+  // Long polls that outlast the idle period: SIGTERM answers them (empty).
+  constexpr int64_t kWaitMs = 3'600'000;
+  const std::string claim_body = "{\"max\":100,\"lease_ms\":" + std::to_string(kLeaseMs) +
+                                 ",\"wait_ms\":" + std::to_string(kWaitMs) + "}";
+  std::vector<std::unique_ptr<Connection>> c;
+  for (int i = 0; i < kW5Pollers; ++i) c.push_back(server.Connect(Ms(kWaitMs + 60'000)));
+  std::atomic<bool> stopping{false};
+  std::atomic<int64_t> claimed{0};
+  std::mutex mu;
+  std::string error;
+  std::vector<std::thread> pollers;
+  // On an error path, SIGKILL ends the long polls so that the threads can be
+  // joined; on the normal path they are joined already.
+  const AtScopeExit join_pollers([&] {
+    stopping.store(true);
+    if (std::none_of(pollers.begin(), pollers.end(), [](auto& t) { return t.joinable(); })) return;
+    server.Kill();
+    for (std::thread& t : pollers) {
+      if (t.joinable()) t.join();
+    }
+  });
+  for (int i = 0; i < kW5Pollers; ++i) {
+    pollers.emplace_back([&, i] {
+      try {
+        std::vector<LeaseRef> leases;
+        while (!stopping.load()) {
+          leases.clear();
+          Claim(*c[static_cast<size_t>(i)], claim_path, claim_body, leases);
+          claimed.fetch_add(static_cast<int64_t>(leases.size()));
+        }
+      } catch (const std::exception& e) {
+        if (stopping.load()) return;  // chronoqd closing the connection at its stop
+        std::lock_guard lock(mu);
+        if (error.empty()) error = e.what();
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the claims park
+
+  std::cerr << "W5: idling " << o.idle_s << " s with " << kW5Pollers << " long polls open\n";
+  const auto switches0 = ThreadSwitches(pid);
+  const double cpu0 = ProcessCpuSeconds(pid);
+  const auto t0 = SteadyClock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_s));
+  const auto switches1 = ThreadSwitches(pid);
+  const double cpu1 = ProcessCpuSeconds(pid);
+  const double s = Seconds(SteadyClock::now() - t0);
+
+  int64_t total = 0;
+  for (const auto& [thread, after] : switches1) {
+    const auto before = switches0.find(thread);
+    const int64_t delta = after - (before == switches0.end() ? 0 : before->second);
+    total += delta;
+    if (delta != 0) std::cerr << "W5: thread " << thread << ": " << delta << " wake-ups\n";
+  }
+  for (const auto& [thread, before] : switches0) {
+    if (!switches1.contains(thread)) std::cerr << "W5: thread " << thread << " ended meanwhile\n";
+  }
+
+  stopping.store(true);
+  std::exception_ptr stop_error;
+  try {
+    server.Stop();  // answers the long polls
+  } catch (...) {
+    stop_error = std::current_exception();
+  }
+  for (std::thread& t : pollers) t.join();
+  if (!error.empty()) throw BenchError("W5: " + error);
+  if (stop_error) std::rethrow_exception(stop_error);
+  if (claimed.load() != 0) {
+    std::cerr << "W5: " << claimed.load() << " tasks were claimed (expected 0)\n";
+  }
+  json j = Line("W5", "http", "", n);
+  j["wakeups_per_s"] = Round(static_cast<double>(total) / s, 2);
+  j["cpu_pct"] = Round((cpu1 - cpu0) / s * 100.0, 3);
+  j["threads"] = static_cast<int64_t>(switches1.size());
+  j["long_polls"] = kW5Pollers;
+  Emit(j);
+}
+
+}  // namespace chronoq::bench

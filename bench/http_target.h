@@ -1,0 +1,44 @@
+// http_target.h: chronoq-bench's `http` target: the workloads of
+// BENCHMARKS.md against chronoqd over loopback, on keep-alive connections.
+//
+// Without Options::url every workload run starts its own chronoqd
+// (Options::chronoqd) on 127.0.0.1:0 with a fresh data directory
+// DIR/http-<workload>[-<mode>]/ (its log in chronoqd.log there) and stops it
+// with SIGTERM afterwards; a non-zero exit status is an error. With a url, the
+// workloads use that server, each on queues of its own; W5 then fails, since
+// it reads the server's /proc entries.
+//
+// The client side is a small blocking HTTP/1.1 client (one socket per
+// connection, TCP_NODELAY, request bodies built before the clock starts), so
+// that on a 2-core machine the load generator takes as little CPU from the
+// server as it can. Any non-2xx answer, a per-task ack failure or a lost
+// connection aborts the workload with a BenchError naming the request.
+#pragma once
+
+#include <cstdint>
+
+#include "bench_common.h"
+
+namespace chronoq::bench {
+
+// W1: enqueue throughput. mode "batch": POST /v1/tasks/batch with 1,000 tasks
+// per request (Options::w1_batch_connections connections); mode "single":
+// POST /v1/tasks, one task per request, from 32 connections with one thread
+// each. Tasks are due 1-600 s ahead; figure: tasks/s.
+void RunHttpW1(const Options& o, int64_t n, uint64_t seed);
+
+// W2: drains N tasks due now with Options::concurrency workers, each on its own
+// connection claiming Options::batch tasks at a time and acknowledging them with
+// one POST /v1/acks; figure: tasks/s from the first claim to the last ack.
+void RunHttpW2(const Options& o, int64_t n, uint64_t seed);
+
+// W3: N tasks due evenly over 10 s, claimed by long-polling workers;
+// lateness = arrival of the claim answer - run_at, p50/p99/max in ms.
+void RunHttpW3(const Options& o, int64_t n, uint64_t seed);
+
+// W5: chronoqd holding N tasks due in 1 h with long-polling claims open, idle
+// for Options::idle_s: voluntary context switches per second summed over
+// chronoqd's threads, and its CPU %. Needs a chronoqd the bench starts.
+void RunHttpW5(const Options& o, int64_t n, uint64_t seed);
+
+}  // namespace chronoq::bench
