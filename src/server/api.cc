@@ -20,13 +20,14 @@ ApiResponse JsonResponse(int status, std::string body) {
 }
 
 // A Done callback that answers with `write(body, value)` or the error.
+// The body is rendered later, off the engine's loop thread (ApiResponse::render).
 template <typename T, typename Write>
 Engine::Done<T> Reply(Respond respond, Write write, int status = 200) {
   return [respond = std::move(respond), write = std::move(write), status](Result<T> r) {
     if (!r.ok()) return respond(ErrorResponse(r.status()));
     ApiResponse out;
     out.status = status;
-    write(out.body, *r);
+    out.render = [write, value = std::move(*r)](std::string& body) { write(body, value); };
     respond(std::move(out));
   };
 }
@@ -252,7 +253,7 @@ void Api::CreateTask(const std::string& body, const Respond& respond) {
     if (t->target && on_webhook_queue_) on_webhook_queue_(t->queue);
     ApiResponse out;
     out.status = t->existed ? 200 : 201;
-    AppendTask(out.body, *t);
+    out.render = [task = std::move(*t)](std::string& out_body) { AppendTask(out_body, task); };
     respond(std::move(out));
   });
 }

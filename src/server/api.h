@@ -22,6 +22,19 @@ struct ApiResponse {
   std::string body;  // JSON unless content_type says otherwise
   std::string content_type = "application/json";
   std::string allow;  // for 405: the methods the path accepts
+  // When set, writes the body. Answers that come from the engine's loop
+  // thread carry the engine's result here instead of a finished body, so the
+  // loop never formats JSON; the transport renders on its own thread.
+  std::function<void(std::string&)> render;
+
+  // The body, rendering it first if need be.
+  std::string& Render() {
+    if (render) {
+      render(body);
+      render = nullptr;
+    }
+    return body;
+  }
 };
 
 using Respond = std::function<void(ApiResponse)>;

@@ -166,7 +166,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!r.allow.empty()) res->set(http::field::allow, r.allow);
     if (r.status == 401) res->set(http::field::www_authenticate, "Bearer");
     res->keep_alive(keep_alive_ && !stopping_);
-    res->body() = std::move(r.body);
+    res->body() = std::move(r.Render());
     res->prepare_payload();
     stream_.expires_after(shared_.options.idle_timeout);  // a reader too slow to drain
     http::async_write(stream_, *res,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <string>
 
+#include <date/date.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -176,6 +177,24 @@ TEST(FormatTimeTest, TruncatesToMilliseconds) {
 
 TEST(FormatTimeTest, BeforeTheEpochRoundsDown) {
   EXPECT_EQ(FormatTime(Timestamp(microseconds(-1))), "1969-12-31T23:59:59.999Z");
+}
+
+TEST(FormatTimeTest, AgreesWithTheDateLibraryEverywhere) {
+  // Instants spread over 1900-2200, each at an odd millisecond of the day,
+  // plus leap days and the ends of years.
+  std::vector<Timestamp> times;
+  for (int64_t s = -2'208'988'800; s < 7'258'118'400; s += 86'400 * 37 + 3'661) {
+    times.push_back(Timestamp(seconds(s) + microseconds(123'456)));
+  }
+  for (const char* text : {"2024-02-29T23:59:59.999Z", "2000-02-29T00:00:00.000Z",
+                           "1999-12-31T23:59:59.999Z", "2100-03-01T12:34:56.789Z"}) {
+    times.push_back(*ParseTime(text));
+  }
+  for (Timestamp t : times) {
+    EXPECT_EQ(FormatTime(t), date::format("%FT%TZ", std::chrono::floor<milliseconds>(t)));
+  }
+  // Years past 9999 still format, through the library.
+  EXPECT_EQ(FormatTime(Timestamp(hours(24 * 365 * 9000))).substr(0, 6), "10964-");
 }
 
 TEST(TimeRoundTripTest, FormatThenParseKeepsMilliseconds) {

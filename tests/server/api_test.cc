@@ -34,8 +34,10 @@ class ApiTest : public test::EngineFixture {
   std::future<ApiResponse> Start(std::string method, std::string target, std::string body = "") {
     auto promise = std::make_shared<std::promise<ApiResponse>>();
     auto future = promise->get_future();
-    api_->Handle({std::move(method), std::move(target), std::move(body)},
-                 [promise](ApiResponse r) { promise->set_value(std::move(r)); });
+    api_->Handle({std::move(method), std::move(target), std::move(body)}, [promise](ApiResponse r) {
+      r.Render();
+      promise->set_value(std::move(r));
+    });
     return future;
   }
   ApiResponse Call(std::string method, std::string target, std::string body = "") {
