@@ -86,6 +86,8 @@ int main(int argc, char** argv) {
   std::string durability = "normal";
   int threads = 2;
   int webhook_concurrency = 16;
+  int header_timeout_ms = 10'000;
+  int idle_timeout_ms = 120'000;
   app.add_option("--listen", listen, "address to listen on (port 0: any free port)")
       ->envname("CHRONOQ_LISTEN")
       ->capture_default_str();
@@ -112,6 +114,16 @@ int main(int argc, char** argv) {
       ->envname("CHRONOQ_WEBHOOK_CONCURRENCY")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  app.add_option("--header-timeout-ms", header_timeout_ms,
+                 "a client that started a request must send its headers within this")
+      ->envname("CHRONOQ_HEADER_TIMEOUT_MS")
+      ->check(CLI::Range(1, 3'600'000))
+      ->capture_default_str();
+  app.add_option("--idle-timeout-ms", idle_timeout_ms,
+                 "idle keep-alive connections close after this")
+      ->envname("CHRONOQ_IDLE_TIMEOUT_MS")
+      ->check(CLI::Range(1, 86'400'000))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   // Logs go to stderr; stdout carries only the "listening on" line.
@@ -120,6 +132,8 @@ int main(int argc, char** argv) {
 
   server::ServerOptions options;
   options.threads = threads;
+  options.header_timeout = std::chrono::milliseconds(header_timeout_ms);
+  options.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   if (Status s = ParseListen(listen, options); !s.ok()) return Fail(s);
   if (!token_file.empty()) {
     if (Status s = ReadTokenFile(token_file, options.token); !s.ok()) return Fail(s);

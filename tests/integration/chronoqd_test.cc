@@ -18,6 +18,10 @@
 #include "support/engine_fixture.h"
 #include "support/eventually.h"
 #include "support/test_http_server.h"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace chronoq {
 namespace {
@@ -149,6 +153,35 @@ TEST_F(ChronoqdTest, OversizedRequestsAreRefused) {
   EXPECT_EQ(many.status, 400);
   EXPECT_EQ(Json(many)["error"]["field"], "tasks");
   EXPECT_EQ(Json(Send("GET", "/v1/tasks"))["tasks"].size(), 0u);
+}
+
+// Opens a raw TCP connection to 127.0.0.1:port.
+int RawConnect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  return fd;
+}
+
+TEST_F(ChronoqdTest, ASlowClientIsDroppedNotWaitedOn) {
+  Launch({"--header-timeout-ms", "200"});
+  const int slow = RawConnect(server_->port());
+  const std::string partial = "POST /v1/tasks HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(write(slow, partial.data(), partial.size()), static_cast<ssize_t>(partial.size()));
+  // Meanwhile others are served.
+  EXPECT_EQ(Send("GET", "/healthz").status, 200);
+  // The rest of the headers never come: chronoqd closes the connection (a
+  // read returns end of stream) without answering.
+  // (A 30 s receive timeout turns a server that waits forever into a failure.)
+  timeval patience{.tv_sec = 30, .tv_usec = 0};
+  setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof patience);
+  char buf[256];
+  EXPECT_EQ(read(slow, buf, sizeof buf), 0);
+  close(slow);
+  EXPECT_EQ(Send("GET", "/healthz").status, 200);
 }
 
 TEST_F(ChronoqdTest, SigtermAnswersLongPollsAndExitsCleanly) {
