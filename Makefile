@@ -36,9 +36,11 @@ tsan: deps
 	cmake --build build/tsan -j $(JOBS)
 	cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
-# Runs the load generator on the embedded target; see docs/BENCHMARKS.md.
+# Runs the load generator on the embedded engine, then against chronoqd over
+# HTTP; see docs/BENCHMARKS.md.
 bench: release
 	./build/release/bench/chronoq-bench --workload all --target embedded --dir build/bench-data
+	./build/release/bench/chronoq-bench --workload all --target http --dir build/bench-data
 
 SOURCES = $(shell git ls-files '*.cc' '*.h')
 
