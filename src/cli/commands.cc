@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "chronoq/cron.h"
 #include "chronoq/time.h"
 
 #include "cli/http_client.h"
@@ -326,14 +327,20 @@ struct Args {
   std::string backoff_base;
   std::string backoff_cap;
   std::string retention;
+  std::string cron;
+  std::string tz = "UTC";
+  std::string from;
+  int count = 1;
 };
 
 bool Given(const CLI::Option* opt) { return opt != nullptr && opt->count() > 0; }
 
-// A subcommand and what it does once the command line parsed.
+// A subcommand and what it does once the command line parsed: `run` talks
+// to the server; `local` (set instead) needs none.
 struct Command {
   CLI::App* app;
   std::function<int(Session&)> run;
+  std::function<int(const CliIo&)> local;
 };
 
 // Reports a local validation error: exit 2, nothing sent.
@@ -723,6 +730,48 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
     });
   }
 
+  // The cron calculator: no server needed.
+  {
+    CLI::App* cron = app.add_subcommand("cron", "Work with cron expressions (no server needed)");
+    cron->require_subcommand(1);
+    CLI::App* cmd = cron->add_subcommand("next", "Print the next fire times of a cron expression");
+    cmd->add_option("expression", a.cron, "5 or 6 fields, or a macro such as @daily")
+        ->type_name("EXPR")
+        ->required();
+    cmd->add_option("--tz", a.tz, "IANA time zone the fields are read in")
+        ->type_name("ZONE")
+        ->capture_default_str();
+    CLI::Option* from =
+        cmd->add_option("--from", a.from,
+                        "Start after this instant (RFC 3339 or epoch ms; default now)")
+            ->type_name("TIME");
+    cmd->add_option("--count", a.count, "How many fire times (1-1000)")->capture_default_str();
+    commands.push_back(
+        {cmd, nullptr, [&a, from](const CliIo& io) {
+           if (a.count < 1 || a.count > 1000) {
+             return Usage(io, Status::InvalidArgument("--count", "must be 1-1000"));
+           }
+           Timestamp t = std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now());
+           if (Given(from)) {
+             CHRONOQ_CLI_ASSIGN_OR_USAGE(const json at, ParseRunAt(a.from, "--from"), io);
+             if (at.is_string()) {
+               CHRONOQ_CLI_ASSIGN_OR_USAGE(t, ParseTime(at.get<std::string>(), "--from"), io);
+             } else {
+               t = Timestamp(std::chrono::milliseconds(at.get<int64_t>()));
+             }
+           }
+           CHRONOQ_CLI_ASSIGN_OR_USAGE(const CronExpr expr, CronExpr::Parse(a.cron, {.tz = a.tz}),
+                                       io);
+           for (int i = 0; i < a.count; ++i) {
+             const std::optional<Timestamp> next = expr.Next(t);
+             if (!next) break;
+             io.out << FormatTime(*next) << "\n";
+             t = *next;
+           }
+           return kExitOk;
+         }});
+  }
+
   // Server.
   {
     CLI::App* cmd = app.add_subcommand("health", "Check that the server is up");
@@ -794,6 +843,10 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
     }
     const int code = app.exit(e, io.out, io.err);
     return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  for (const Command& c : commands) {
+    if (c.local && c.app->parsed()) return c.local(io);
   }
 
   std::string base = a.url;

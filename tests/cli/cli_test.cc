@@ -752,5 +752,31 @@ TEST(HttpClientTest, ResendsOnceWhenAnIdleConnectionWasClosed) {
   EXPECT_NE(requests[1].connection, requests[0].connection);
 }
 
+// ---------------------------------------------------------------------------
+// cron next: the calculator, no server
+
+TEST_F(CliTest, CronNextPrintsFireTimesWithoutAServer) {
+  env_["CHRONOQ_URL"] = "http://127.0.0.1:1";  // nothing listens there
+  EXPECT_EQ(Run({"cron", "next", "30 2 * * *", "--tz", "America/New_York", "--from",
+                 "2026-03-07T12:00:00Z", "--count", "3"}),
+            kExitOk)
+      << err();
+  // 8 March 2026 springs forward at 02:00: the fixed-time rule runs at 03:00 EDT.
+  EXPECT_EQ(out(),
+            "2026-03-08T07:00:00.000Z\n2026-03-09T06:30:00.000Z\n2026-03-10T06:30:00.000Z\n");
+  EXPECT_THAT(server_.requests(), IsEmpty());
+  // Epoch milliseconds work for --from too; UTC is the default zone.
+  EXPECT_EQ(Run({"cron", "next", "@hourly", "--from", "0"}), kExitOk) << err();
+  EXPECT_EQ(out(), "1970-01-01T01:00:00.000Z\n");
+}
+
+TEST_F(CliTest, CronNextRejectsBadExpressionsZonesAndCounts) {
+  ExpectUsageError({"cron", "next", "0 0 32 * *"}, "day-of-month");
+  ExpectUsageError({"cron", "next", "0 0 30 2 *"}, "never fires");
+  ExpectUsageError({"cron", "next", "* * * * *", "--tz", "Mars/Olympus"}, "tz");
+  ExpectUsageError({"cron", "next", "* * * * *", "--count", "0"}, "--count");
+  ExpectUsageError({"cron", "next", "* * * * *", "--from", "soon"}, "--from");
+}
+
 }  // namespace
 }  // namespace chronoq::cli
