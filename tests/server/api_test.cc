@@ -96,6 +96,32 @@ TEST_F(ApiTest, TaskLifeCycle) {
   ExpectError(Call("GET", "/v1/tasks/nope"), 404, "not_found");
 }
 
+TEST_F(ApiTest, ATargetIsStoredShownAndReported) {
+  std::vector<std::string> webhook_queues;
+  api_ = std::make_unique<Api>(
+      *engine_, clock_, [](std::function<void()> fn) { fn(); },
+      [&](const std::string& queue) { webhook_queues.push_back(queue); });
+  ApiResponse r = Call("POST", "/v1/tasks",
+                       R"({"queue":"hooks","target":{"url":"https://h.example/x","method":"PUT",
+                           "headers":{"Authorization":"Bearer t"},"timeout_ms":2500}})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Json(r)["target"], json({{"url", "https://h.example/x"},
+                                     {"method", "PUT"},
+                                     {"headers", {{"Authorization", "Bearer t"}}},
+                                     {"timeout_ms", 2500}}));
+  EXPECT_EQ(webhook_queues, std::vector<std::string>{"hooks"});
+  // A plain task reports nothing and shows no target.
+  ApiResponse plain = Call("POST", "/v1/tasks", R"({"queue":"q"})");
+  EXPECT_FALSE(Json(plain).contains("target"));
+  EXPECT_EQ(webhook_queues.size(), 1u);
+  // Batches report their target queues too.
+  Call("POST", "/v1/tasks/batch", R"({"tasks":[{"queue":"more","target":{"url":"http://h"}}]})");
+  EXPECT_EQ(webhook_queues.back(), "more");
+  // The lease carries the target to a worker that claims it by hand.
+  json lease = Json(Call("POST", "/v1/queues/hooks/claim", "{}"))["tasks"][0];
+  EXPECT_EQ(lease["target"]["method"], "PUT");
+}
+
 TEST_F(ApiTest, ConflictsRejectIgnoreReplace) {
   ASSERT_EQ(Call("POST", "/v1/tasks", R"({"queue":"q","id":"x","payload":1})").status, 201);
   ExpectError(Call("POST", "/v1/tasks", R"({"queue":"q","id":"x"})"), 409, "conflict");
@@ -278,6 +304,17 @@ TEST_F(ApiTest, BadInputIsRejectedByFieldAndChangesNothing) {
        400, "invalid_argument", "payload"},
       {"POST", "/v1/tasks", R"({"queue":"q","backoff":{"base_ms":0}})", 400, "invalid_argument",
        "backoff.base_ms"},
+      {"POST", "/v1/tasks", R"({"queue":"q","target":"http://h"})", 400, "invalid_argument",
+       "target"},
+      {"POST", "/v1/tasks", R"({"queue":"q","target":{}})", 400, "invalid_argument", "target.url"},
+      {"POST", "/v1/tasks", R"({"queue":"q","target":{"url":"ftp://h"}})", 400, "invalid_argument",
+       "target.url"},
+      {"POST", "/v1/tasks", R"({"queue":"q","target":{"url":"http://h","headers":{"A":1}}})", 400,
+       "invalid_argument", "target.headers.A"},
+      {"POST", "/v1/tasks", R"({"queue":"q","target":{"url":"http://h","timeout_ms":0}})", 400,
+       "invalid_argument", "target.timeout_ms"},
+      {"POST", "/v1/tasks", R"({"queue":"q","target":{"url":"http://h","verb":"PUT"}})", 400,
+       "invalid_argument", "target.verb"},
       {"PATCH", "/v1/tasks/x", R"({})", 400, "invalid_argument", "run_at"},
       {"GET", "/v1/tasks/bad%zz", "", 400, "invalid_argument", "id"},
       {"POST", "/v1/queues/q/claim", R"({"max":0})", 400, "invalid_argument", "max"},
