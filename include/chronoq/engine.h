@@ -130,7 +130,7 @@ class Engine {
   virtual Result<Task> Retry(std::string_view id) = 0;
   virtual Result<Task> Get(std::string_view id) = 0;
   // Lists tasks, filtered by queue and/or state. With a state other than
-  // dead, in due order to the minute (67-second buckets), then creation order;
+  // dead, in due order to a few minutes (4.5-minute buckets), then creation order;
   // otherwise in creation order.
   virtual Result<TaskPage> List(const ListRequest& request) = 0;
 

@@ -11,7 +11,7 @@
 // the purge time once succeeded or cancelled, NULL (never) once dead.
 //
 // Rows are indexed by (state, due bucket), not by the exact due: a bucket is
-// 2^26 µs (about 67 s). Because seqs only grow, a new row lands at the end of
+// 2^28 µs (about 4.5 min). Because seqs only grow, a new row lands at the end of
 // its bucket, so a commit of a thousand tasks due at random instants touches a
 // few index pages instead of a thousand. Range queries below therefore work in
 // whole buckets.
@@ -30,7 +30,7 @@
 
 namespace chronoq {
 
-inline constexpr int kDueBucketShift = 26;
+inline constexpr int kDueBucketShift = 28;
 constexpr int64_t DueBucket(Timestamp t) { return t.time_since_epoch().count() >> kDueBucketShift; }
 constexpr Timestamp BucketStart(int64_t bucket) {
   return Timestamp(Duration(bucket * (int64_t{1} << kDueBucketShift)));

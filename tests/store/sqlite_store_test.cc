@@ -1165,6 +1165,63 @@ TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
   std::filesystem::remove_all(dir);
 }
 
+// The SQL of the due index, as stored in the database at `path`.
+std::string DueIndexSql(const std::string& path) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name='tasks_due'", -1,
+                               &stmt, nullptr),
+            SQLITE_OK);
+  std::string sql;
+  if (sqlite3_step(stmt) == SQLITE_ROW) {
+    sql = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  return sql;
+}
+
+TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("chronoq-v2-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string path = (dir / "v2.db").string();
+  const Timestamp due = kBase + std::chrono::minutes(30);
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+    ASSERT_TRUE(store.ok());
+    Result<int64_t> q = (*store)->QueueId("q");
+    ASSERT_TRUE((*store)->Begin().ok());
+    TaskRow row;
+    row.seq = 1;
+    row.qid = *q;
+    row.due = due;
+    row.payload = "{}";
+    row.max_attempts = 3;
+    ASSERT_TRUE((*store)->Insert(row).ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  // Turn it back into a schema-2 database: the old index, the old version.
+  ExecRaw(path,
+          "DROP INDEX tasks_due; CREATE INDEX tasks_due ON tasks(state, (due >> 26));"
+          "UPDATE meta SET v=2 WHERE k='schema';");
+  EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
+
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_TRUE((*store)->LoadMeta().ok());
+  EXPECT_NE(DueIndexSql(path).find("due >> 28"), std::string::npos);
+  // The row is found through the new index.
+  Result<std::vector<DueEntry>> rows =
+      (*store)->LoadScheduled(DueBucket(due), DueBucket(due) + 1, 10);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].seq, 1);
+  store->reset();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SqliteStoreMigrationTest, RefusesANewerSchema) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("chronoq-newer-" + std::to_string(::getpid()));
