@@ -95,6 +95,8 @@ using BatchHandler = std::function<std::vector<Status>(std::span<const Lease>)>;
 struct AckRequest {
   std::string id;
   uint64_t token = 0;
+  // Kept as the task's last_response when not empty (a webhook's answer).
+  std::string response;
 };
 
 class Engine {
@@ -205,8 +207,10 @@ class Engine {
   virtual void ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
                           Done<std::vector<Lease>> done) = 0;
   virtual void AckManyAsync(std::vector<AckRequest> acks, Done<std::vector<Status>> done) = 0;
+  // `response`, when not empty, is kept as the task's last_response.
   virtual void FailAsync(std::string id, uint64_t token, std::string error,
-                         std::optional<Duration> retry_after, DoneStatus done) = 0;
+                         std::optional<Duration> retry_after, std::string response,
+                         DoneStatus done) = 0;
   virtual void ExtendAsync(std::string id, uint64_t token, Duration lease,
                            Done<Timestamp> done) = 0;
   // Answers every waiting claim at once with no tasks (for a server that is

@@ -109,6 +109,9 @@ struct Task {
   Timestamp created_at;
   Timestamp updated_at;
   std::optional<WebhookTarget> target;
+  // The last webhook response ("HTTP 204", "HTTP 500: <body excerpt>"), kept
+  // by whoever acknowledged or failed the task with one (chronoqd does).
+  std::optional<std::string> last_response;
   // Set only by Enqueue: the id named an unfinished task that on_conflict
   // kIgnore returned unchanged (nothing was written).
   bool existed = false;

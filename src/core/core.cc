@@ -50,6 +50,7 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   t.max_attempts = row.max_attempts;
   t.priority = row.priority;
   t.last_error = row.last_error;
+  t.last_response = row.response;
   if (row.state == TaskState::kRunning) t.lease_until = due;
   t.created_at = SeqCreatedAt(row.seq);
   t.updated_at = row.updated.value_or(t.created_at);
@@ -500,6 +501,14 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   for (const auto& [at, group] : by_purge) {
     CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(group, at, now));
   }
+  for (size_t i = 0, k = 0; i < acks.size(); ++i) {
+    if (!out[i].ok()) continue;
+    if (!acks[i].response.empty()) {
+      CHRONOQ_RETURN_IF_ERROR(
+          store_.SetResponse(seqs[k], TruncateUtf8(acks[i].response, kMaxErrorBytes)));
+    }
+    ++k;
+  }
   for (int64_t seq : seqs) leases_.Remove(seq);
   // One count update per run of tasks of the same queue (usually one run).
   for (size_t i = 0, j = 0; i < qids.size(); i = j) {
@@ -529,9 +538,12 @@ Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::stri
 }
 
 Status Core::Fail(const std::string& id, uint64_t token, const std::string& error,
-                  std::optional<Duration> retry_after) {
+                  std::optional<Duration> retry_after, const std::string& response) {
   const RunningTask* task = Leased(id, token);
   if (task == nullptr) return NotFoundOrStale(id, token);
+  if (!response.empty()) {
+    CHRONOQ_RETURN_IF_ERROR(store_.SetResponse(task->seq, TruncateUtf8(response, kMaxErrorBytes)));
+  }
   const Timestamp now = clock_.Now();
   const Duration delay = retry_after.value_or(
       BackoffDelay(task->backoff.value_or(options_.default_backoff), task->attempt, rng_));

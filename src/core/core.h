@@ -134,7 +134,7 @@ class Core {
   // One Status per acknowledgement; the valid ones are written together.
   Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks);
   Status Fail(const std::string& id, uint64_t token, const std::string& error,
-              std::optional<Duration> retry_after);
+              std::optional<Duration> retry_after, const std::string& response = "");
   Result<Timestamp> Extend(const std::string& id, uint64_t token, Duration lease);
 
   // --- queues (inside the transaction) ---

@@ -613,26 +613,28 @@ void EngineImpl::AckManyAsync(std::vector<AckRequest> acks, Done<std::vector<Sta
 
 Result<CoreFn<bool>> EngineImpl::PrepareFail(std::string_view id, uint64_t token,
                                              std::string_view error,
-                                             std::optional<Duration> retry_after) {
+                                             std::optional<Duration> retry_after,
+                                             std::string response) {
   CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
   if (retry_after && (*retry_after < Duration::zero() || *retry_after > kMaxDelay)) {
     return Status::InvalidArgument("retry_after", "must be between 0 and 100 years");
   }
-  return CoreFn<bool>([id = std::string(id), token, error = std::string(error),
-                       retry_after](Core& core) -> Result<bool> {
-    CHRONOQ_RETURN_IF_ERROR(core.Fail(id, token, error, retry_after));
+  return CoreFn<bool>([id = std::string(id), token, error = std::string(error), retry_after,
+                       response = std::move(response)](Core& core) -> Result<bool> {
+    CHRONOQ_RETURN_IF_ERROR(core.Fail(id, token, error, retry_after, response));
     return true;
   });
 }
 
 Status EngineImpl::Fail(std::string_view id, uint64_t token, std::string_view error,
                         std::optional<Duration> retry_after) {
-  return CallPrepared(PrepareFail(id, token, error, retry_after)).status();
+  return CallPrepared(PrepareFail(id, token, error, retry_after, "")).status();
 }
 
 void EngineImpl::FailAsync(std::string id, uint64_t token, std::string error,
-                           std::optional<Duration> retry_after, DoneStatus done) {
-  CallAsync(PrepareFail(id, token, error, retry_after),
+                           std::optional<Duration> retry_after, std::string response,
+                           DoneStatus done) {
+  CallAsync(PrepareFail(id, token, error, retry_after, std::move(response)),
             Done<bool>([done = std::move(done)](Result<bool> r) { done(r.status()); }));
 }
 

@@ -72,7 +72,8 @@ class EngineImpl final : public Engine {
                   Done<std::vector<Lease>> done) override;
   void AckManyAsync(std::vector<AckRequest> acks, Done<std::vector<Status>> done) override;
   void FailAsync(std::string id, uint64_t token, std::string error,
-                 std::optional<Duration> retry_after, DoneStatus done) override;
+                 std::optional<Duration> retry_after, std::string response,
+                 DoneStatus done) override;
   void ExtendAsync(std::string id, uint64_t token, Duration lease, Done<Timestamp> done) override;
   void ReleaseWaitingClaims() override;
 
@@ -96,7 +97,7 @@ class EngineImpl final : public Engine {
   Result<CoreFn<Task>> PrepareRetry(std::string_view id);
   Result<CoreFn<std::vector<Status>>> PrepareAckMany(std::vector<AckRequest> acks);
   Result<CoreFn<bool>> PrepareFail(std::string_view id, uint64_t token, std::string_view error,
-                                   std::optional<Duration> retry_after);
+                                   std::optional<Duration> retry_after, std::string response);
   Result<CoreFn<Timestamp>> PrepareExtend(std::string_view id, uint64_t token, Duration lease);
   Result<Timestamp> ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait);
   Status CallStatus(std::function<Status(Core&)> fn);

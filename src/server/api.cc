@@ -485,7 +485,7 @@ void Api::FailTask(const std::string& id, const std::string& body, const Respond
   if (s.ok()) s = r.Millis("retry_in_ms", retry_in, Duration::zero(), kMaxDelay);
   if (s.ok()) s = r.Finish();
   if (!s.ok()) return respond(ErrorResponse(s));
-  engine_.FailAsync(id, token, error.value_or(""), retry_in, [respond](Status status) {
+  engine_.FailAsync(id, token, error.value_or(""), retry_in, "", [respond](Status status) {
     respond(status.ok() ? JsonResponse(200, "{}") : ErrorResponse(status));
   });
 }

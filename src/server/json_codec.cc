@@ -354,6 +354,10 @@ void AppendTask(std::string& out, const Task& task) {
   } else {
     out += "null";
   }
+  if (task.last_response) {
+    out += ",\"last_response\":";
+    AppendString(out, *task.last_response);
+  }
   if (task.lease_until) {
     out += ",\"lease_until\":";
     AppendTime(out, *task.lease_until);

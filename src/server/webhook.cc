@@ -65,11 +65,12 @@ constexpr Duration kClaimWait = std::chrono::hours(1);
 // Time a delivery's lease keeps beyond the target's timeout.
 constexpr Duration kLeaseMargin = std::chrono::seconds(15);
 
-// One HTTP exchange for one lease. Calls `done(error)` once: empty error for
-// a 2xx, else what goes into last_error.
+// One HTTP exchange for one lease. Calls `done(error, response)` once: an
+// empty error for a 2xx, else what goes into last_error; `response` is the
+// status and body excerpt, when an answer came.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  using Done = std::function<void(std::string error)>;
+  using Done = std::function<void(std::string error, std::string response)>;
 
   Exchange(asio::io_context& io, ssl::context& tls, TargetUrl url, const Lease& lease,
            size_t excerpt_bytes, Done done)
@@ -155,9 +156,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       }
       const auto& res = self->parser_.get();
       const unsigned status = res.result_int();
-      if (status >= 200 && status < 300) return self->Finish("");
-      std::string excerpt = res.body().substr(0, self->excerpt_bytes_);
-      self->Finish("HTTP " + std::to_string(status) + (excerpt.empty() ? "" : ": " + excerpt));
+      const std::string excerpt = res.body().substr(0, self->excerpt_bytes_);
+      std::string response = "HTTP " + std::to_string(status);
+      if (!excerpt.empty()) response += ": " + excerpt;
+      if (status >= 200 && status < 300) return self->Finish("", std::move(response));
+      self->Finish(response, response);
     };
     if (url_.tls) {
       http::async_read(stream_, buffer_, parser_, std::move(on_read));
@@ -177,14 +180,14 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     return std::string(what) + ": " + ec.message();
   }
 
-  void Finish(std::string error) {
+  void Finish(std::string error, std::string response = "") {
     if (!done_) return;
     if (!aborted_.empty() && !error.empty()) error = aborted_;
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().close(ignored);
     Done done = std::move(done_);
     done_ = nullptr;
-    done(std::move(error));
+    done(std::move(error), std::move(response));
   }
 
   tcp::resolver resolver_;
@@ -310,23 +313,25 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     auto slot = std::make_shared<Exchange*>(nullptr);
     auto exchange = std::make_shared<Exchange>(
         io_, tls_, url, lease, options_.excerpt_bytes,
-        [self = shared_from_this(), queue, lease, slot](std::string error) {
+        [self = shared_from_this(), queue, lease, slot](std::string error, std::string response) {
           self->in_flight_.erase(*slot);
-          self->Settle(queue, lease, std::move(error));
+          self->Settle(queue, lease, std::move(error), std::move(response));
         });
     *slot = exchange.get();
     in_flight_.emplace(exchange.get(), exchange);
     exchange->Start();
   }
 
-  // Acknowledges (empty error) or fails the lease, then claims again.
-  void Settle(const std::string& queue, const Lease& lease, std::string error) {
+  // Acknowledges (empty error) or fails the lease, keeping the response on
+  // the task, then claims again.
+  void Settle(const std::string& queue, const Lease& lease, std::string error,
+              std::string response = "") {
     auto next = [self = shared_from_this(), queue](const Status& s, const std::string& id) {
       if (!s.ok()) spdlog::warn("webhook {}: {}", id, s.ToString());
       asio::post(self->io_, [self, queue] { self->Next(queue); });
     };
     if (error.empty()) {
-      engine_.AckManyAsync({{lease.id, lease.token}},
+      engine_.AckManyAsync({{lease.id, lease.token, std::move(response)}},
                            [next, id = lease.id](Result<std::vector<Status>> r) {
                              next(r.ok() ? r->front() : r.status(), id);
                            });
@@ -334,7 +339,7 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
       const bool interrupted = Stopping();
       engine_.FailAsync(lease.id, lease.token, std::move(error),
                         interrupted ? std::optional<Duration>(Duration::zero()) : std::nullopt,
-                        [next, id = lease.id](Status s) { next(s, id); });
+                        std::move(response), [next, id = lease.id](Status s) { next(s, id); });
     }
   }
 

@@ -53,7 +53,8 @@ struct TaskRow {
   std::optional<Timestamp> updated;
   std::optional<Duration> backoff_base;
   std::optional<Duration> backoff_cap;
-  std::optional<std::string> target;  // the webhook target as compact JSON (core/validate.h)
+  std::optional<std::string> target;    // the webhook target as compact JSON (core/validate.h)
+  std::optional<std::string> response;  // the last webhook response: status and body excerpt
 };
 
 // A queue as stored: its settings, paused flag and the number of its tasks in
@@ -160,6 +161,7 @@ class Store {
   // Sets due (a running task's lease end) without touching anything else.
   virtual Status SetDue(int64_t seq, Timestamp due, Timestamp now) = 0;
   virtual Status SetPayload(int64_t seq, const std::string& payload) = 0;
+  virtual Status SetResponse(int64_t seq, const std::string& response) = 0;
   virtual Status SaveNextToken(uint64_t next_token) = 0;
 
   // Scheduled rows whose due bucket is in [from_bucket, to_bucket), in bucket

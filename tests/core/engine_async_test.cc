@@ -108,22 +108,27 @@ TEST_F(EngineAsyncTest, AckFailAndExtendPresentTheToken) {
   EXPECT_EQ(*extended.Get(), clock_.Now() + 60s);
 
   Answer<Status> stale;
-  engine_->FailAsync(two.id, token + 1, "boom", std::nullopt, stale.Callback());
+  engine_->FailAsync(two.id, token + 1, "boom", std::nullopt, "", stale.Callback());
   EXPECT_EQ(stale.Get().code(), StatusCode::kFailedPrecondition);
 
   Answer<Status> failed;
-  engine_->FailAsync(two.id, token, "boom", 5s, failed.Callback());
+  engine_->FailAsync(two.id, token, "boom", 5s, "HTTP 503: later", failed.Callback());
   EXPECT_TRUE(failed.Get().ok());
   EXPECT_EQ(engine_->Get(two.id)->state, TaskState::kScheduled);
   EXPECT_EQ(engine_->Get(two.id)->last_error, "boom");
+  EXPECT_EQ(engine_->Get(two.id)->last_response, "HTTP 503: later");
 
   Answer<Result<std::vector<Status>>> acked;
-  engine_->AckManyAsync({{one.id, token}, {two.id, token}}, acked.Callback());
+  engine_->AckManyAsync({{one.id, token, "HTTP 204"}, {two.id, token, "HTTP 200: ignored"}},
+                        acked.Callback());
   Result<std::vector<Status>> statuses = acked.Get();
   ASSERT_TRUE(statuses.ok());
   EXPECT_TRUE((*statuses)[0].ok());
   EXPECT_EQ((*statuses)[1].code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(engine_->Get(one.id)->state, TaskState::kSucceeded);
+  EXPECT_EQ(engine_->Get(one.id)->last_response, "HTTP 204");
+  // A refused ack keeps nothing: two still has its failure's response.
+  EXPECT_EQ(engine_->Get(two.id)->last_response, "HTTP 503: later");
 }
 
 TEST_F(EngineAsyncTest, CancelRescheduleAndRetry) {

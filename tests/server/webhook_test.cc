@@ -81,7 +81,9 @@ TEST_F(WebhookTest, A2xxAcknowledgesAndTheRequestIsAsSpecified) {
   const Task t = AddHook({.url = receiver_.url() + "/expire?share=42",
                           .method = "PUT",
                           .headers = {{"Authorization", "Bearer abc"}, {"X-Trace", "7"}}});
-  EXPECT_EQ(AwaitSettled(t.id).state, TaskState::kSucceeded);
+  const Task done = AwaitSettled(t.id);
+  EXPECT_EQ(done.state, TaskState::kSucceeded);
+  EXPECT_EQ(done.last_response, "HTTP 204");
   auto requests = receiver_.requests();
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0].method, "PUT");
@@ -104,12 +106,16 @@ TEST_F(WebhookTest, A500FailsIntoRetryWithStatusAndBodyExcerpt) {
   ASSERT_TRUE(after.last_error.has_value());
   EXPECT_THAT(*after.last_error, StartsWith("HTTP 500: database down xxx"));
   EXPECT_LE(after.last_error->size(), std::string("HTTP 500: ").size() + 512);
+  EXPECT_EQ(after.last_response, after.last_error);
 
   // The retry delivers again once it is due, and a 200 then completes it.
-  receiver_.SetHandler([](const TestHttpServer::Request&) { return TestHttpServer::Response{}; });
+  receiver_.SetHandler([](const TestHttpServer::Request&) {
+    return TestHttpServer::Response{.body = R"({"ok":true})"};
+  });
   clock_.Advance(2h);  // past any backoff
   EXPECT_TRUE(Eventually([&] { return engine_->Get(t.id)->state == TaskState::kSucceeded; }));
   EXPECT_EQ(engine_->Get(t.id)->attempt, 2);
+  EXPECT_EQ(engine_->Get(t.id)->last_response, R"(HTTP 200: {"ok":true})");
 }
 
 TEST_F(WebhookTest, ATimeoutFailsTheAttempt) {

@@ -1202,10 +1202,11 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
     ASSERT_TRUE((*store)->Insert(row).ok());
     ASSERT_TRUE((*store)->Commit().ok());
   }
-  // Turn it back into a schema-2 database: the old index, the old version.
+  // Turn it back into a schema-2 database: the old index, no response
+  // column, the old version.
   ExecRaw(path,
           "DROP INDEX tasks_due; CREATE INDEX tasks_due ON tasks(state, (due >> 26));"
-          "UPDATE meta SET v=2 WHERE k='schema';");
+          "ALTER TABLE tasks DROP COLUMN response; UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
@@ -1218,6 +1219,11 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].seq, 1);
+  // And the new column is there.
+  ASSERT_TRUE((*store)->Begin().ok());
+  EXPECT_TRUE((*store)->SetResponse(1, "HTTP 200").ok());
+  ASSERT_TRUE((*store)->Commit().ok());
+  EXPECT_EQ((*(*store)->ReadBySeq(1))->row.response, "HTTP 200");
   store->reset();
   std::filesystem::remove_all(dir);
 }

@@ -73,6 +73,9 @@ class FaultyStore final : public Store {
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
     return inner_->SetDue(seq, due, now);
   }
+  Status SetResponse(int64_t seq, const std::string& response) override {
+    return inner_->SetResponse(seq, response);
+  }
   Status SetPayload(int64_t seq, const std::string& payload) override {
     return inner_->SetPayload(seq, payload);
   }

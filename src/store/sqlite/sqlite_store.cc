@@ -59,7 +59,8 @@ CREATE TABLE IF NOT EXISTS tasks(
   updated INTEGER,
   backoff_base INTEGER,
   backoff_cap INTEGER,
-  target TEXT);
+  target TEXT,
+  response TEXT);
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks(state, (due >> 28));
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
 INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 3), ('next_token', 1);
@@ -97,10 +98,12 @@ UPDATE meta SET v=2 WHERE k='schema';
 // Schema 2 -> 3: the due bucket grew from 2^26 to 2^28 µs (67 s to 4.5 min):
 // a commit of tasks due at random over ten minutes now dirties ~3 index
 // leaves instead of ~9, which lifted one-task-per-call enqueues by ~20%
-// (docs/BENCHMARKS.md). The index is rebuilt once, at open.
+// (docs/BENCHMARKS.md). The index is rebuilt once, at open. Tasks also gain
+// `response`: the last webhook response, status and body excerpt.
 constexpr const char* kMigrateFrom2 = R"sql(
 DROP INDEX tasks_due;
 CREATE INDEX tasks_due ON tasks(state, (due >> 28));
+ALTER TABLE tasks ADD COLUMN response TEXT;
 UPDATE meta SET v=3 WHERE k='schema';
 )sql";
 
@@ -120,9 +123,10 @@ static_assert(kDueBucketShift == 28, "CHRONOQ_BUCKET and the schema spell the sh
 constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
 
 // The task columns in Stmt::Row() order.
-#define CHRONOQ_TASK_COLS                                                                \
-  "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, " \
-  "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target"
+#define CHRONOQ_TASK_COLS                                                                 \
+  "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
+  "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
+  "t.response"
 
 int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
 Timestamp FromMicros(int64_t v) { return Timestamp(Duration(v)); }
@@ -231,6 +235,7 @@ class Stmt {
     if (!IsNull(13)) r.backoff_base = Duration(Int(13));
     if (!IsNull(14)) r.backoff_cap = Duration(Int(14));
     r.target = OptText(15);
+    r.response = OptText(16);
     return r;
   }
 
@@ -519,6 +524,9 @@ class SqliteStore final : public Store {
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
     return w_.set_due.Reset().Bind(1, seq).Bind(2, due).Bind(3, now).Run("extend lease");
   }
+  Status SetResponse(int64_t seq, const std::string& response) override {
+    return w_.set_response.Reset().Bind(1, seq).Bind(2, response).Run("set response");
+  }
   Status SetPayload(int64_t seq, const std::string& payload) override {
     return w_.set_payload.Reset().Bind(1, seq).Bind(2, payload).Run("set payload");
   }
@@ -626,7 +634,7 @@ class SqliteStore final : public Store {
   }
 
  private:
-  static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(16)}; }
+  static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(17)}; }
 
   // Called by SQLite on the writer thread after each commit with the number
   // of pages in the WAL.
@@ -748,6 +756,7 @@ class SqliteStore final : public Store {
         {&w_.set_due, "UPDATE tasks SET due=?2, updated=?3 WHERE seq=?1"},
         {&w_.mark_succeeded, mark_succeeded_sql.c_str()},
         {&w_.set_payload, "UPDATE tasks SET payload=?2 WHERE seq=?1"},
+        {&w_.set_response, "UPDATE tasks SET response=?2 WHERE seq=?1"},
         {&w_.save_token, "UPDATE meta SET v=?1 WHERE k='next_token'"},
         {&w_.load_scheduled,
          "SELECT seq, qid, due, prio FROM tasks WHERE state=0 AND " CHRONOQ_BUCKET
@@ -778,7 +787,7 @@ class SqliteStore final : public Store {
     Stmt begin, commit, rollback, savepoint, release, rollback_to;
     Stmt queue_id, queue_add, queues, queue_settings, queue_counts;
     Stmt insert, overwrite, remove, by_seq, by_name, mark_running, read_claimed, move, set_due,
-        mark_succeeded, set_payload, save_token;
+        mark_succeeded, set_payload, set_response, save_token;
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
   } w_;  // engine loop thread only
   std::mutex reader_mu_;
