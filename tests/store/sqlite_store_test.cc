@@ -19,6 +19,7 @@
 #include "chronoq/engine.h"
 
 #include "store/store.h"
+#include "support/engine_fixture.h"
 #include "support/schema_v1.h"
 #include <unistd.h>
 
@@ -1104,11 +1105,8 @@ void ExecRaw(const std::string& path, const std::string& sql) {
 }
 
 TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("chronoq-migrate-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "old.db").string();
+  test::TempDir dir;
+  const std::string path = dir.File("old.db");
   ExecRaw(path, test::kSchemaV1);
   // Queue 1 has tasks in every state, queue 2 only dead ones, queue 3 none.
   ExecRaw(path, R"sql(
@@ -1162,7 +1160,6 @@ TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
   EXPECT_TRUE((*queues)[2].paused);
   EXPECT_EQ((*queues)[2].settings.concurrency, 2);
   again->reset();
-  std::filesystem::remove_all(dir);
 }
 
 // The SQL of the due index, as stored in the database at `path`.
@@ -1183,10 +1180,8 @@ std::string DueIndexSql(const std::string& path) {
 }
 
 TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("chronoq-v2-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  const std::string path = (dir / "v2.db").string();
+  test::TempDir dir;
+  const std::string path = dir.File("v2.db");
   const Timestamp due = kBase + std::chrono::minutes(30);
   {
     Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
@@ -1225,14 +1220,11 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   ASSERT_TRUE((*store)->Commit().ok());
   EXPECT_EQ((*(*store)->ReadBySeq(1))->row.response, "HTTP 200");
   store->reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(SqliteStoreMigrationTest, RefusesANewerSchema) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("chronoq-newer-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  const std::string path = (dir / "new.db").string();
+  test::TempDir dir;
+  const std::string path = dir.File("new.db");
   {
     Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
     ASSERT_TRUE(store.ok());
@@ -1242,7 +1234,6 @@ TEST(SqliteStoreMigrationTest, RefusesANewerSchema) {
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->LoadMeta().status().code(), StatusCode::kFailedPrecondition);
   store->reset();
-  std::filesystem::remove_all(dir);
 }
 
 // The WAL must not grow without bound while the store is written to: past
@@ -1250,10 +1241,8 @@ TEST(SqliteStoreMigrationTest, RefusesANewerSchema) {
 // restarts from its beginning. (A checkpoint run on a connection that has not
 // read the database yet silently does nothing; this caught that.)
 TEST(SqliteStoreWalTest, WalStaysBoundedUnderContinuousWrites) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("chronoq-wal-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  const std::string path = (dir / "wal.db").string();
+  test::TempDir dir;
+  const std::string path = dir.File("wal.db");
   // The background checkpointer is kept out of the way so the writer's own
   // checkpoint is what is tested.
   auto store = OpenSqliteStore(path, Durability::kNormal,
@@ -1279,7 +1268,6 @@ TEST(SqliteStoreWalTest, WalStaysBoundedUnderContinuousWrites) {
   EXPECT_LT(max_wal, 1'000'000u);
   EXPECT_GT(std::filesystem::file_size(path), 1'000'000u);
   store->reset();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
