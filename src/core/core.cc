@@ -80,13 +80,8 @@ Status Core::Recover() {
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<QueueRow> queues, store_.Queues());
   for (QueueRow& row : queues) {
     qids_[row.name] = row.qid;
-    QueueState& q = queues_[row.qid];
-    q.qid = row.qid;
-    q.name = std::move(row.name);
-    q.settings = row.settings;
-    q.paused = row.paused;
-    q.webhooks = row.webhooks;
-    q.counts = row.counts;
+    const int64_t qid = row.qid;
+    static_cast<QueueRow&>(queues_[qid]) = std::move(row);
   }
   // Running rows: their leases continue; lapsed ones are redelivered by the
   // first TimedWork.

@@ -166,15 +166,9 @@ class Core {
   size_t running() const { return leases_.size(); }
 
  private:
-  // A queue's settings and counts, as stored plus this cycle's changes.
-  struct QueueState {
-    int64_t qid = 0;
-    std::string name;
-    QueueSettings settings;
-    bool paused = false;
-    bool webhooks = false;            // has held tasks with a webhook target
-    std::array<int64_t, 5> counts{};  // by TaskState
-    bool dirty = false;               // counts changed since the last commit
+  // A queue as stored (QueueRow), plus this cycle's changes.
+  struct QueueState : QueueRow {
+    bool dirty = false;  // counts changed since the last commit
   };
   // The queue named `name`, created (in the store too) when new. The pointer
   // stays valid until Reload().
