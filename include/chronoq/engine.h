@@ -39,6 +39,7 @@
 #include "chronoq/clock.h"
 #include "chronoq/queue.h"
 #include "chronoq/result.h"
+#include "chronoq/schedule.h"
 #include "chronoq/status.h"
 #include "chronoq/task.h"
 
@@ -178,6 +179,30 @@ class Engine {
   // Counters and histograms since the engine started. Cheap, never waits for
   // the engine loop; callable from any thread.
   virtual EngineStats Stats() = 0;
+
+  // --- schedules (chronoq/schedule.h) ---------------------------------------
+  // Creates a schedule and its next occurrence. InvalidArgument names the
+  // field; AlreadyExists when the name is taken.
+  virtual Result<Schedule> CreateSchedule(const ScheduleSpec& spec) = 0;
+  // Creates or replaces the schedule spec.name. Its unclaimed next occurrence
+  // is dropped and the next one follows the new definition from now; running
+  // occurrences finish; a paused schedule stays paused.
+  virtual Result<Schedule> PutSchedule(const ScheduleSpec& spec) = 0;
+  // NotFound if there is no such schedule.
+  virtual Result<Schedule> GetSchedule(std::string_view name) = 0;
+  virtual Result<SchedulePage> ListSchedules(const ListSchedulesRequest& request) = 0;
+  // Deletes the schedule and its unclaimed next occurrence; running
+  // occurrences finish. NotFound if there is no such schedule.
+  virtual Status DeleteSchedule(std::string_view name) = 0;
+  // Pausing drops the unclaimed next occurrence and creates none until
+  // resumed; resuming creates the next one after now (occurrences that fell
+  // in the pause are not missed, just not wanted). Durable.
+  virtual Result<Schedule> PauseSchedule(std::string_view name, bool paused) = 0;
+  // The next `count` (1-1000) occurrence instants: the unclaimed next
+  // occurrence, then what the rule gives after it (from now when there is
+  // none). A fixed_delay schedule has only one: later ones depend on when
+  // runs finish.
+  virtual Result<std::vector<Timestamp>> NextOccurrences(std::string_view name, int count) = 0;
 
   // --- in-process workers ---------------------------------------------------
   // Starts a worker pool for `queue`. One pool per queue; AlreadyExists otherwise.

@@ -24,7 +24,8 @@ RunningTask RunningFromRow(const TaskRow& row) {
                 row.attempt,
                 row.max_attempts,
                 row.priority,
-                std::nullopt};
+                std::nullopt,
+                row.sid.value_or(0)};
   if (row.backoff_base && row.backoff_cap) t.backoff = Backoff{*row.backoff_base, *row.backoff_cap};
   return t;
 }
@@ -209,7 +210,7 @@ Status Core::NotFoundOrStale(const std::string& id, uint64_t token) {
       "token");
 }
 
-void Core::Schedule(int64_t qid, Timestamp due, int priority, int64_t seq) {
+void Core::AddToWindow(int64_t qid, Timestamp due, int priority, int64_t seq) {
   if (window_.Covers(due)) {
     window_.Add(qid, {due, priority, seq});
   } else if (!beyond_ || due < *beyond_) {
@@ -275,6 +276,7 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
       row.backoff_cap = t.backoff->cap;
     }
     row.target = std::move(t.target);
+    row.sid = t.sid;
     CHRONOQ_ASSIGN_OR_RETURN(bool inserted, store_.Insert(row));
     if (inserted) {
       effects.push_back(
@@ -302,8 +304,10 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
             return Status::FailedPrecondition("task " + *t.name + " is running; cannot replace",
                                               field);
           }
-          // The replaced task keeps its seq: same task, new time and payload.
+          // The replaced task keeps its seq (same task, new time and payload)
+          // and its schedule, if it is an occurrence.
           row.seq = existing->seq;
+          if (!row.sid) row.sid = existing->sid;
           row.updated = now;
           CHRONOQ_RETURN_IF_ERROR(store_.Overwrite(row));
           effects.push_back({existing, std::pair(existing->qid, existing->state), queue, row.seq,
@@ -348,7 +352,7 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
     if (e.unschedule) Unschedule(*e.unschedule);
     if (e.gone) Count(e.gone->first, e.gone->second, std::nullopt);
     Count(*e.queue, std::nullopt, TaskState::kScheduled);
-    Schedule(e.queue->qid, e.due, e.priority, e.seq);
+    AddToWindow(e.queue->qid, e.due, e.priority, e.seq);
   }
   cycle_stats_.enqueued += effects.size();
   return out;
@@ -369,6 +373,10 @@ Result<Task> Core::Cancel(const std::string& id) {
   row.state = TaskState::kCancelled;
   row.due = purge_at;
   row.updated = now;
+  if (row.sid) {
+    CHRONOQ_RETURN_IF_ERROR(
+        OccurrenceFinished(*row.sid, row.seq, id, TaskState::kCancelled, std::nullopt, now));
+  }
   return ToTask(row);
 }
 
@@ -380,7 +388,7 @@ Result<Task> Core::Reschedule(const std::string& id, Timestamp run_at,
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, run_at, {}, {}, now}));
   if (payload) CHRONOQ_RETURN_IF_ERROR(store_.SetPayload(row.seq, *payload));
   Unschedule(row);
-  Schedule(row.qid, run_at, row.priority, row.seq);
+  AddToWindow(row.qid, run_at, row.priority, row.seq);
   row.due = run_at;
   row.updated = now;
   if (payload) row.payload = *payload;
@@ -392,7 +400,7 @@ Result<Task> Core::Retry(const std::string& id) {
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
   if (row.state != TaskState::kDead) return WrongState(id, row.state, "dead");
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, now, {}, 0, now}));
-  Schedule(row.qid, now, row.priority, row.seq);
+  AddToWindow(row.qid, now, row.priority, row.seq);
   Count(row.qid, TaskState::kDead, TaskState::kScheduled);
   row.state = TaskState::kScheduled;
   row.due = now;
@@ -454,6 +462,9 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
     cycle_stats_.lateness_sum += late;
   }
   Count(*q, TaskState::kScheduled, TaskState::kRunning, static_cast<int64_t>(out.size()));
+  for (const TaskRow& row : rows) {
+    if (row.sid) CHRONOQ_RETURN_IF_ERROR(OccurrenceClaimed(*row.sid, row.seq, now));
+  }
   return out;
 }
 
@@ -468,6 +479,13 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   out.reserve(acks.size());
   std::vector<int64_t> seqs;
   std::vector<int64_t> qids;
+  // Acknowledged occurrences of schedules, which their schedules hear of.
+  struct Occurrence {
+    int64_t sid;
+    int64_t seq;
+    const std::string* id;
+  };
+  std::vector<Occurrence> occurrences;
   for (const AckRequest& a : acks) {
     const RunningTask* task = Leased(a.id, a.token);
     // A task acknowledged earlier in this batch is already in `seqs`.
@@ -477,6 +495,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     }
     seqs.push_back(task->seq);
     qids.push_back(task->qid);
+    if (task->sid != 0) occurrences.push_back({task->sid, task->seq, &a.id});
     out.emplace_back();
   }
   if (seqs.empty()) return out;
@@ -504,6 +523,10 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     }
     ++k;
   }
+  for (const Occurrence& o : occurrences) {
+    CHRONOQ_RETURN_IF_ERROR(
+        OccurrenceFinished(o.sid, o.seq, *o.id, TaskState::kSucceeded, std::nullopt, now));
+  }
   for (int64_t seq : seqs) leases_.Remove(seq);
   // One count update per run of tasks of the same queue (usually one run).
   for (size_t i = 0, j = 0; i < qids.size(); i = j) {
@@ -522,9 +545,13 @@ Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::stri
         store_.Move({task.seq, TaskState::kDead, std::nullopt, error, {}, now}));
     Count(task.qid, TaskState::kRunning, TaskState::kDead);
     ++cycle_stats_.dead;
+    if (task.sid != 0) {
+      CHRONOQ_RETURN_IF_ERROR(
+          OccurrenceFinished(task.sid, task.seq, task.id, TaskState::kDead, error, now));
+    }
   } else {
     CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kScheduled, due, error, {}, now}));
-    Schedule(task.qid, due, task.priority, task.seq);
+    AddToWindow(task.qid, due, task.priority, task.seq);
     Count(task.qid, TaskState::kRunning, TaskState::kScheduled);
   }
   ++cycle_stats_.failed;

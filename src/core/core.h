@@ -26,6 +26,7 @@
 
 #include "chronoq/engine.h"
 #include "chronoq/queue.h"
+#include "chronoq/schedule.h"
 
 #include "core/task_id.h"
 #include "core/validate.h"
@@ -137,6 +138,19 @@ class Core {
               std::optional<Duration> retry_after, const std::string& response = "");
   Result<Timestamp> Extend(const std::string& id, uint64_t token, Duration lease);
 
+  // --- schedules (inside the transaction; core/schedules.cc) ---
+  // Creates (or with `replace`, creates or replaces) a schedule and its next
+  // occurrence. REQUIRES: `spec` passed ValidateScheduleSpec.
+  Result<Schedule> SaveSchedule(const ScheduleSpec& spec, bool replace);
+  Result<Schedule> GetSchedule(const std::string& name);
+  Result<SchedulePage> ListSchedules(const ListSchedulesRequest& request);
+  Status DeleteSchedule(const std::string& name);
+  Result<Schedule> PauseSchedule(const std::string& name, bool paused);
+  Result<std::vector<Timestamp>> NextOccurrences(const std::string& name, int count);
+  // Applies the misfire policies to the occurrences that came due while the
+  // engine was down. Once, at start, after Recover().
+  Status CatchUpSchedules();
+
   // --- queues (inside the transaction) ---
   std::vector<QueueInfo> ListQueues() const;
   Result<QueueInfo> GetQueue(const std::string& name) const;
@@ -194,7 +208,7 @@ class Core {
   const RunningTask* Leased(const std::string& id, uint64_t token) const;
   Status NotFoundOrStale(const std::string& id, uint64_t token);
   // Puts a scheduled row into the window if it is near enough.
-  void Schedule(int64_t qid, Timestamp due, int priority, int64_t seq);
+  void AddToWindow(int64_t qid, Timestamp due, int priority, int64_t seq);
   void Unschedule(const TaskRow& row);
   // When a task of `qid` finishing now is purged: its queue's retention, else
   // the engine's.
@@ -204,6 +218,25 @@ class Core {
   Status RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
                      Timestamp now);
   Status Refill(Timestamp now);
+
+  // --- schedules (core/schedules.cc) ---
+  // A scheduled occurrence was claimed / finished (succeeded, dead or
+  // cancelled): the schedule records it and creates its next occurrence
+  // when that is due now.
+  Status OccurrenceClaimed(int64_t sid, int64_t seq, Timestamp now);
+  Status OccurrenceFinished(int64_t sid, int64_t seq, const std::string& id, TaskState state,
+                            const std::optional<std::string>& error, Timestamp now);
+  // Creates the occurrence at `at` as a task (or adopts the unfinished task
+  // that already has its id; skips past one that already ran) and makes it
+  // the schedule's current one.
+  Status Materialise(ScheduleRow& row, const ScheduleSpec& spec, Timestamp at);
+  // Creates the next occurrence after the current one (`misfire` chooses
+  // among missed ones), unless paused.
+  Status Continue(ScheduleRow& row, const ScheduleSpec& spec, Misfire misfire, Timestamp now);
+  // Deletes the schedule's unclaimed occurrence, if any.
+  Status DropPending(ScheduleRow& row);
+  Result<Schedule> ToSchedule(const ScheduleRow& row, Timestamp now);
+  Result<ScheduleRow> ScheduleOrNotFound(const std::string& name);
   void ServeParked(int64_t qid, std::vector<Op*>& finished);
 
   Store& store_;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/futex.h"
+#include "schedule/schedule_spec.h"
 #include "store/sqlite/sqlite_store.h"
 #include <pthread.h>
 
@@ -234,6 +235,7 @@ Status EngineImpl::Start() {
   // Recovery runs in a transaction of its own, before the loop exists.
   CHRONOQ_RETURN_IF_ERROR(store_->Begin());
   Status s = core_.Recover();
+  if (s.ok()) s = core_.CatchUpSchedules();
   if (s.ok()) s = store_->Commit();
   if (!s.ok()) {
     store_->Rollback();
@@ -739,6 +741,59 @@ Status EngineImpl::RegisterBatchHandler(std::string_view queue, HandlerOptions o
   pool->Start();
   pools_.emplace(name, std::move(pool));
   return {};
+}
+
+}  // namespace chronoq
+
+// --- schedules ------------------------------------------------------------------
+namespace chronoq {
+
+Result<Schedule> EngineImpl::SaveSchedule(const ScheduleSpec& spec, bool replace) {
+  CHRONOQ_ASSIGN_OR_RETURN(ScheduleSpec valid, ValidateScheduleSpec(spec, clock_.Now()));
+  return Call<Schedule>([valid = std::move(valid), replace](Core& core) {
+    return core.SaveSchedule(valid, replace);
+  });
+}
+
+Result<Schedule> EngineImpl::CreateSchedule(const ScheduleSpec& spec) {
+  return SaveSchedule(spec, /*replace=*/false);
+}
+
+Result<Schedule> EngineImpl::PutSchedule(const ScheduleSpec& spec) {
+  return SaveSchedule(spec, /*replace=*/true);
+}
+
+Result<Schedule> EngineImpl::GetSchedule(std::string_view name) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateScheduleName(name));
+  return Call<Schedule>([name = std::string(name)](Core& core) { return core.GetSchedule(name); });
+}
+
+Result<SchedulePage> EngineImpl::ListSchedules(const ListSchedulesRequest& request) {
+  if (request.limit < 1 || request.limit > 1000) {
+    return Status::InvalidArgument("limit", "must be between 1 and 1000");
+  }
+  if (request.queue) CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(*request.queue));
+  return Call<SchedulePage>([request](Core& core) { return core.ListSchedules(request); });
+}
+
+Status EngineImpl::DeleteSchedule(std::string_view name) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateScheduleName(name));
+  return CallStatus([name = std::string(name)](Core& core) { return core.DeleteSchedule(name); });
+}
+
+Result<Schedule> EngineImpl::PauseSchedule(std::string_view name, bool paused) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateScheduleName(name));
+  return Call<Schedule>(
+      [name = std::string(name), paused](Core& core) { return core.PauseSchedule(name, paused); });
+}
+
+Result<std::vector<Timestamp>> EngineImpl::NextOccurrences(std::string_view name, int count) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateScheduleName(name));
+  if (count < 1 || count > kMaxNextCount) {
+    return Status::InvalidArgument("count", "must be between 1 and 1000");
+  }
+  return Call<std::vector<Timestamp>>(
+      [name = std::string(name), count](Core& core) { return core.NextOccurrences(name, count); });
 }
 
 }  // namespace chronoq

@@ -59,6 +59,13 @@ class EngineImpl final : public Engine {
   Result<QueueInfo> GetQueue(std::string_view queue) override;
   Result<QueueInfo> ConfigureQueue(std::string_view queue, const QueueSettings& settings) override;
   Result<QueueInfo> PauseQueue(std::string_view queue, bool paused) override;
+  Result<Schedule> CreateSchedule(const ScheduleSpec& spec) override;
+  Result<Schedule> PutSchedule(const ScheduleSpec& spec) override;
+  Result<Schedule> GetSchedule(std::string_view name) override;
+  Result<SchedulePage> ListSchedules(const ListSchedulesRequest& request) override;
+  Status DeleteSchedule(std::string_view name) override;
+  Result<Schedule> PauseSchedule(std::string_view name, bool paused) override;
+  Result<std::vector<Timestamp>> NextOccurrences(std::string_view name, int count) override;
   EngineStats Stats() override;
   void Sync() override;
 
@@ -101,6 +108,8 @@ class EngineImpl final : public Engine {
   Result<CoreFn<Timestamp>> PrepareExtend(std::string_view id, uint64_t token, Duration lease);
   Result<Timestamp> ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait);
   Status CallStatus(std::function<Status(Core&)> fn);
+  // CreateSchedule (replace false) and PutSchedule (true).
+  Result<Schedule> SaveSchedule(const ScheduleSpec& spec, bool replace);
   // Hands `op` to the loop; answers it with Unavailable when stopping.
   void Submit(Op* op);
   // Wakes every caller waiting for an op (see CallOp in engine_impl.cc).

@@ -87,7 +87,11 @@ Status ValidateQueueName(std::string_view queue, std::string_view field) {
   if (queue.size() > kMaxQueueNameBytes) {
     return Status::InvalidArgument(field, "longer than 100 bytes");
   }
-  for (char c : queue) {
+  return ValidateNameChars(queue, field);
+}
+
+Status ValidateNameChars(std::string_view name, std::string_view field) {
+  for (char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '_' || c == '-' || c == '.' || c == ':';
     if (!ok) return Status::InvalidArgument(field, "may contain only A-Z a-z 0-9 _ - . :");

@@ -28,9 +28,12 @@ struct ValidTask {
   int priority = 0;
   std::optional<Backoff> backoff;     // unset: the queue's default, if any
   std::optional<std::string> target;  // EncodeTarget() of the spec's target
+  std::optional<int64_t> sid;         // set for a schedule's occurrences
 };
 
 Status ValidateQueueName(std::string_view queue, std::string_view field = "queue");
+// Queue and schedule names: only A-Z a-z 0-9 _ - . :
+Status ValidateNameChars(std::string_view name, std::string_view field);
 Status ValidateTaskId(std::string_view id, std::string_view field = "id");
 Status ValidatePayload(std::string_view payload, std::string_view field = "payload");
 Status ValidateLease(Duration lease, std::string_view field = "lease");

@@ -33,6 +33,7 @@ struct RunningTask {
   int max_attempts = 0;
   int priority = 0;
   std::optional<Backoff> backoff;
+  int64_t sid = 0;  // the schedule it is an occurrence of; 0: none
 };
 
 class LeaseTable {

@@ -55,6 +55,35 @@ struct TaskRow {
   std::optional<Duration> backoff_cap;
   std::optional<std::string> target;    // the webhook target as compact JSON (core/validate.h)
   std::optional<std::string> response;  // the last webhook response: status and body excerpt
+  std::optional<int64_t> sid;           // the schedule this task is an occurrence of
+};
+
+// A schedule as stored. Its definition is one JSON column (schedule_spec.h);
+// the rest is where the schedule stands. `current_seq` is its newest
+// occurrence task (scheduled or running, or finished while no successor
+// exists yet) at instant `cursor`; `next_at` is set while that task is
+// scheduled and not yet claimed (its due time), and indexed, so that opening
+// the store finds the occurrences missed while chronoq was down.
+struct ScheduleRow {
+  int64_t sid = 0;
+  std::string name;
+  int64_t qid = 0;
+  std::string spec;
+  bool paused = false;
+  std::optional<int64_t> current_seq;
+  std::optional<Timestamp> cursor;
+  std::optional<Timestamp> next_at;
+  std::optional<Timestamp> claimed_at;  // when the current occurrence was claimed
+  int64_t runs = 0;
+  int64_t skipped = 0;
+  // The latest finished occurrence.
+  std::optional<std::string> last_task;
+  std::optional<Timestamp> last_for;
+  std::optional<TaskState> last_state;
+  std::optional<Timestamp> last_finished;
+  std::optional<std::string> last_error;
+  Timestamp created;
+  Timestamp updated;
 };
 
 // A queue as stored: its settings, paused flag and the number of its tasks in
@@ -117,6 +146,24 @@ class Store {
                                    bool webhooks) = 0;
   // Replaces a queue's counts.
   virtual Status SaveQueueCounts(int64_t qid, const std::array<int64_t, 5>& counts) = 0;
+
+  // --- schedules (writer) ---
+  // Inserts a new schedule and returns its sid; nullopt (nothing written)
+  // when row.name is taken.
+  virtual Result<std::optional<int64_t>> InsertSchedule(const ScheduleRow& row) = 0;
+  // Overwrites every column of the schedule with row.sid.
+  virtual Status SaveSchedule(const ScheduleRow& row) = 0;
+  virtual Status DeleteSchedule(int64_t sid) = 0;
+  virtual Result<std::optional<ScheduleRow>> FindSchedule(int64_t sid) = 0;
+  virtual Result<std::optional<ScheduleRow>> FindScheduleByName(const std::string& name) = 0;
+  // Schedules whose unclaimed occurrence is due before `before`, by sid after
+  // `after_sid`, at most `limit` (the misfire pass when the engine starts).
+  virtual Result<std::vector<ScheduleRow>> SchedulesDueBefore(Timestamp before, int64_t after_sid,
+                                                              int limit) = 0;
+  // Schedules by name after `after_name` (of queue `qid` when set), at most `limit`.
+  virtual Result<std::vector<ScheduleRow>> ListSchedules(std::optional<int64_t> qid,
+                                                         const std::string& after_name,
+                                                         int limit) = 0;
 
   // Inserts a new row. Returns false (and writes nothing) when row.name is
   // already taken.

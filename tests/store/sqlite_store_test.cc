@@ -1197,11 +1197,12 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
     ASSERT_TRUE((*store)->Insert(row).ok());
     ASSERT_TRUE((*store)->Commit().ok());
   }
-  // Turn it back into a schema-2 database: the old index, no response
-  // column, the old version.
+  // Turn it back into a schema-2 database: the old index, no response or sid
+  // column, no schedules, the old version.
   ExecRaw(path,
           "DROP INDEX tasks_due; CREATE INDEX tasks_due ON tasks(state, (due >> 26));"
-          "ALTER TABLE tasks DROP COLUMN response; UPDATE meta SET v=2 WHERE k='schema';");
+          "ALTER TABLE tasks DROP COLUMN sid; ALTER TABLE tasks DROP COLUMN response;"
+          "DROP TABLE schedules; UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
@@ -1214,11 +1215,21 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].seq, 1);
-  // And the new column is there.
+  // And the new columns and table are there (schemas 3 and 4).
   ASSERT_TRUE((*store)->Begin().ok());
   EXPECT_TRUE((*store)->SetResponse(1, "HTTP 200").ok());
+  TaskRow occurrence = (*(*store)->FindBySeq(1)).value();
+  occurrence.seq = 2;
+  occurrence.sid = 7;
+  EXPECT_TRUE((*store)->Insert(occurrence).ok());
+  ScheduleRow schedule;
+  schedule.name = "nightly";
+  schedule.spec = "{}";
+  EXPECT_TRUE((*store)->InsertSchedule(schedule).ok());
   ASSERT_TRUE((*store)->Commit().ok());
   EXPECT_EQ((*(*store)->ReadBySeq(1))->row.response, "HTTP 200");
+  EXPECT_EQ((*(*store)->ReadBySeq(1))->row.sid, std::nullopt);
+  EXPECT_EQ((*(*store)->ReadBySeq(2))->row.sid, 7);
   store->reset();
 }
 
@@ -1268,6 +1279,121 @@ TEST(SqliteStoreWalTest, WalStaysBoundedUnderContinuousWrites) {
   EXPECT_LT(max_wal, 1'000'000u);
   EXPECT_GT(std::filesystem::file_size(path), 1'000'000u);
   store->reset();
+}
+
+}  // namespace
+}  // namespace chronoq
+
+namespace chronoq {
+namespace {
+
+// --- schedules -----------------------------------------------------------------
+
+ScheduleRow NewSchedule(const std::string& name, int64_t qid) {
+  ScheduleRow r;
+  r.name = name;
+  r.qid = qid;
+  r.spec = R"({"name":")" + name + R"("})";
+  r.created = kNow;
+  r.updated = kNow;
+  return r;
+}
+
+TEST_F(SqliteStoreTest, SchedulesSaveAndReadEveryColumn) {
+  const int64_t q = Queue("q");
+  ASSERT_TRUE(store_->Begin().ok());
+  ScheduleRow r = NewSchedule("nightly", q);
+  Result<std::optional<int64_t>> sid = store_->InsertSchedule(r);
+  ASSERT_TRUE(sid.ok() && sid->has_value()) << sid.status().ToString();
+  // A taken name writes nothing.
+  Result<std::optional<int64_t>> again = store_->InsertSchedule(r);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value());
+  r.sid = **sid;
+  r.paused = true;
+  r.current_seq = 41;
+  r.cursor = kNow + seconds(1);
+  r.next_at = kNow + seconds(2);
+  r.claimed_at = kNow + seconds(3);
+  r.runs = 5;
+  r.skipped = 6;
+  r.last_task = "nightly@x";
+  r.last_for = kNow + seconds(4);
+  r.last_state = TaskState::kDead;
+  r.last_finished = kNow + seconds(5);
+  r.last_error = "boom";
+  r.updated = kNow + seconds(6);
+  ASSERT_TRUE(store_->SaveSchedule(r).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  Reopen();
+
+  Result<std::optional<ScheduleRow>> got = store_->FindScheduleByName("nightly");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  const ScheduleRow& g = **got;
+  EXPECT_EQ(g.sid, r.sid);
+  EXPECT_EQ(g.qid, q);
+  EXPECT_EQ(g.spec, r.spec);
+  EXPECT_TRUE(g.paused);
+  EXPECT_EQ(g.current_seq, 41);
+  EXPECT_EQ(g.cursor, r.cursor);
+  EXPECT_EQ(g.next_at, r.next_at);
+  EXPECT_EQ(g.claimed_at, r.claimed_at);
+  EXPECT_EQ(g.runs, 5);
+  EXPECT_EQ(g.skipped, 6);
+  EXPECT_EQ(g.last_task, r.last_task);
+  EXPECT_EQ(g.last_for, r.last_for);
+  EXPECT_EQ(g.last_state, TaskState::kDead);
+  EXPECT_EQ(g.last_finished, r.last_finished);
+  EXPECT_EQ(g.last_error, "boom");
+  EXPECT_EQ(g.created, kNow);
+  EXPECT_EQ(g.updated, r.updated);
+  Result<std::optional<ScheduleRow>> by_sid = store_->FindSchedule(r.sid);
+  ASSERT_TRUE(by_sid.ok() && by_sid->has_value());
+  EXPECT_EQ((*by_sid)->name, "nightly");
+}
+
+TEST_F(SqliteStoreTest, DeletedScheduleIdsAreNeverReused) {
+  const int64_t q = Queue("q");
+  ASSERT_TRUE(store_->Begin().ok());
+  const int64_t first = **store_->InsertSchedule(NewSchedule("a", q));
+  ASSERT_TRUE(store_->DeleteSchedule(first).ok());
+  EXPECT_FALSE(store_->FindSchedule(first)->has_value());
+  const int64_t second = **store_->InsertSchedule(NewSchedule("a", q));
+  ASSERT_TRUE(store_->Commit().ok());
+  // An occurrence of the deleted schedule must not be taken for one of the new.
+  EXPECT_GT(second, first);
+}
+
+TEST_F(SqliteStoreTest, SchedulesDueBeforeAndListing) {
+  const int64_t q = Queue("q");
+  const int64_t other = Queue("other");
+  ASSERT_TRUE(store_->Begin().ok());
+  const std::vector<std::pair<std::string, std::optional<Duration>>> rows = {
+      {"d", seconds(5)}, {"b", seconds(-5)}, {"a", std::nullopt}, {"c", seconds(-1)}};
+  for (const auto& [name, next] : rows) {
+    ScheduleRow r = NewSchedule(name, name == "c" ? other : q);
+    if (next) r.next_at = kNow + *next;
+    ASSERT_TRUE(store_->InsertSchedule(r)->has_value());
+  }
+  auto names = [](const Result<std::vector<ScheduleRow>>& r) {
+    std::vector<std::string> out;
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) {
+      for (const ScheduleRow& s : *r) out.push_back(s.name);
+    }
+    return out;
+  };
+  // Due before now: b and c, by sid (insertion order).
+  EXPECT_EQ(names(store_->SchedulesDueBefore(kNow, 0, 10)), (std::vector<std::string>{"b", "c"}));
+  const int64_t b_sid = (*store_->FindScheduleByName("b"))->sid;
+  EXPECT_EQ(names(store_->SchedulesDueBefore(kNow, b_sid, 10)), std::vector<std::string>{"c"});
+  EXPECT_EQ(names(store_->SchedulesDueBefore(kNow, 0, 1)), std::vector<std::string>{"b"});
+  // Listing: by name, after a cursor, of one queue.
+  EXPECT_EQ(names(store_->ListSchedules(std::nullopt, "", 10)),
+            (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(names(store_->ListSchedules(std::nullopt, "b", 1)), std::vector<std::string>{"c"});
+  EXPECT_EQ(names(store_->ListSchedules(q, "", 10)), (std::vector<std::string>{"a", "b", "d"}));
+  ASSERT_TRUE(store_->Commit().ok());
 }
 
 }  // namespace

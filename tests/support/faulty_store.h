@@ -49,6 +49,26 @@ class FaultyStore final : public Store {
   Status SaveQueueCounts(int64_t qid, const std::array<int64_t, 5>& counts) override {
     return inner_->SaveQueueCounts(qid, counts);
   }
+  Result<std::optional<int64_t>> InsertSchedule(const ScheduleRow& row) override {
+    return inner_->InsertSchedule(row);
+  }
+  Status SaveSchedule(const ScheduleRow& row) override { return inner_->SaveSchedule(row); }
+  Status DeleteSchedule(int64_t sid) override { return inner_->DeleteSchedule(sid); }
+  Result<std::optional<ScheduleRow>> FindSchedule(int64_t sid) override {
+    return inner_->FindSchedule(sid);
+  }
+  Result<std::optional<ScheduleRow>> FindScheduleByName(const std::string& name) override {
+    return inner_->FindScheduleByName(name);
+  }
+  Result<std::vector<ScheduleRow>> SchedulesDueBefore(Timestamp before, int64_t after_sid,
+                                                      int limit) override {
+    return inner_->SchedulesDueBefore(before, after_sid, limit);
+  }
+  Result<std::vector<ScheduleRow>> ListSchedules(std::optional<int64_t> qid,
+                                                 const std::string& after_name,
+                                                 int limit) override {
+    return inner_->ListSchedules(qid, after_name, limit);
+  }
   Result<bool> Insert(const TaskRow& row) override { return inner_->Insert(row); }
   Status Overwrite(const TaskRow& row) override { return inner_->Overwrite(row); }
   Status Delete(int64_t seq) override { return inner_->Delete(seq); }
