@@ -190,6 +190,69 @@ void PrintTask(std::ostream& out, const json& t) {
   PrintTable(out, rows);
 }
 
+// A schedule's rule: "cron '0 0 3 * * *' Asia/Seoul", "every 30.0s",
+// "fixed delay 5m00s".
+std::string ShowRule(const json& s) {
+  if (Member(s, "cron").is_string()) return "cron '" + Show(s, "cron") + "' " + Show(s, "tz");
+  if (Member(s, "every_ms").is_number()) return "every " + ShowMillis(s["every_ms"]);
+  if (Member(s, "fixed_delay_ms").is_number()) {
+    return "fixed delay " + ShowMillis(s["fixed_delay_ms"]);
+  }
+  return "-";
+}
+
+std::string ShowPaused(const json& s) { return Member(s, "paused") == true ? "yes" : "no"; }
+
+void PrintScheduleTable(std::ostream& out, const json& schedules) {
+  if (!schedules.is_array() || schedules.empty()) {
+    out << "no schedules\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "QUEUE", "RULE", "NEXT_RUN", "LAST", "PAUSED"}};
+  for (const json& s : schedules) {
+    rows.push_back({Show(s, "name"), Show(s, "queue"), ShowRule(s), Show(s, "next_run"),
+                    Show(Member(s, "last_run"), "state"), ShowPaused(s)});
+  }
+  PrintTable(out, rows);
+}
+
+void PrintSchedule(std::ostream& out, const json& s) {
+  const json last = Member(s, "last_run");
+  std::vector<std::vector<std::string>> rows = {
+      {"name", Show(s, "name")},
+      {"queue", Show(s, "queue")},
+      {"rule", ShowRule(s)},
+      {"start", Show(s, "start")},
+      {"paused", ShowPaused(s)},
+      {"next_run", Show(s, "next_run")},
+      {"next_task_id", Show(s, "next_task_id")},
+      {"last_run", last.is_object() ? Show(last, "state") + " " + Show(last, "task_id") +
+                                          ", finished " + Show(last, "finished_at")
+                                    : "-"},
+  };
+  if (Member(last, "error").is_string()) rows.push_back({"last_error", Show(last, "error")});
+  rows.push_back({"runs", Show(s, "runs")});
+  rows.push_back({"skipped", Show(s, "skipped")});
+  rows.push_back({"misfire", Show(s, "misfire")});
+  rows.push_back({"max_catchup", Show(s, "max_catchup")});
+  rows.push_back({"overlap", Show(s, "overlap")});
+  if (Member(s, "cron").is_string()) {
+    rows.push_back({"dst_gap", Show(s, "dst_gap")});
+    rows.push_back({"dst_repeat", Show(s, "dst_repeat")});
+  }
+  rows.push_back({"priority", Show(s, "priority")});
+  rows.push_back({"max_attempts", Show(s, "max_attempts")});
+  if (const json target = Member(s, "target"); target.is_object()) {
+    rows.push_back({"target", Show(target, "method") + " " + Show(target, "url")});
+  }
+  rows.push_back({"created_at", Show(s, "created_at")});
+  rows.push_back({"updated_at", Show(s, "updated_at")});
+  rows.push_back({"payload", s.contains("payload") ? s["payload"].dump() : "-"});
+  for (auto& row : rows) row[0] += ":";
+  PrintTable(out, rows);
+}
+
 // ---------------------------------------------------------------------------
 // Talking to the server.
 
@@ -261,9 +324,11 @@ class Session {
     return kExitOk;
   }
 
+  // The body as received; nothing for an empty one (204 No Content).
   void PrintRaw(const std::string& raw) {
+    if (raw.empty()) return;
     io_.out << raw;
-    if (raw.empty() || raw.back() != '\n') io_.out << "\n";
+    if (raw.back() != '\n') io_.out << "\n";
   }
 
  private:
@@ -293,6 +358,56 @@ class Session {
 
 std::string TaskPath(const std::string& id) { return "/v1/tasks/" + PercentEncode(id); }
 std::string QueuePath(const std::string& queue) { return "/v1/queues/" + PercentEncode(queue); }
+std::string SchedulePath(const std::string& name) { return "/v1/schedules/" + PercentEncode(name); }
+
+// Appends `name=value` to a query string ("" or "?a=b...").
+void AddParam(std::string& query, std::string_view name, const std::string& value) {
+  query += (query.empty() ? "?" : "&") + std::string(name) + "=" + PercentEncode(value);
+}
+
+// GET `path` + `query` (built by AddParam): one page from `cursor` (empty:
+// the first), or with `all` every page, following next_cursor. `key` names
+// the array in the answer ("tasks"); `table` prints it. With --json, --all
+// prints {key: [every item], next_cursor: null}.
+int ListPages(Session& s, const std::string& path, const std::string& query, const std::string& key,
+              const std::string& cursor, bool all,
+              const std::function<void(std::ostream&, const json&)>& table) {
+  const CliIo& io = s.io();
+  const auto target = [&](const std::string& from) {
+    if (from.empty()) return path + query;
+    return path + query + (query.empty() ? "?" : "&") + "cursor=" + PercentEncode(from);
+  };
+  if (!all) {
+    return s.Simple("GET", target(cursor), nullptr, [&](const Reply& r) {
+      table(io.out, Member(r.body, key));
+      const json next = Member(r.body, "next_cursor");
+      if (next.is_string() && !next.get<std::string>().empty()) {
+        io.err << "more: --cursor " << next.get<std::string>() << " (or --all)\n";
+      }
+    });
+  }
+  json items = json::array();
+  std::string next;
+  while (true) {
+    Reply r;
+    if (const int code = s.Call("GET", target(next), nullptr, r); code != kExitOk) return code;
+    const json page = Member(r.body, key);
+    if (page.is_array()) items.insert(items.end(), page.begin(), page.end());
+    const json cur = Member(r.body, "next_cursor");
+    if (!cur.is_string() || cur.get<std::string>().empty()) break;
+    if (cur.get<std::string>() == next) {
+      io.err << "error: the server returned the same cursor twice\n";
+      return kExitServerError;
+    }
+    next = cur.get<std::string>();
+  }
+  if (s.json_output()) {
+    io.out << json{{key, items}, {"next_cursor", nullptr}}.dump() << "\n";
+  } else {
+    table(io.out, items);
+  }
+  return kExitOk;
+}
 
 // ---------------------------------------------------------------------------
 // The command line.
@@ -331,6 +446,15 @@ struct Args {
   std::string tz = "UTC";
   std::string from;
   int count = 1;
+  std::string name;
+  std::string every;
+  std::string fixed_delay;
+  std::string start;
+  std::string dst_gap;
+  std::string dst_repeat;
+  std::string misfire;
+  int max_catchup = 0;
+  std::string overlap;
 };
 
 bool Given(const CLI::Option* opt) { return opt != nullptr && opt->count() > 0; }
@@ -525,48 +649,11 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
     CLI::Option* all = cmd->add_flag("--all", a.all, "Follow the cursor to the last page");
     all->excludes(cursor);
     add(cmd, [=, &a](Session& s) {
-      const CliIo& io = s.io();
       std::string query;
-      const auto param = [&](std::string_view name, const std::string& value) {
-        query += (query.empty() ? "?" : "&") + std::string(name) + "=" + PercentEncode(value);
-      };
-      if (Given(queue)) param("queue", a.queue);
-      if (Given(state)) param("state", a.state);
-      if (Given(limit)) param("limit", std::to_string(a.limit));
-      if (!a.all) {
-        if (Given(cursor)) param("cursor", a.cursor);
-        return s.Simple("GET", "/v1/tasks" + query, nullptr, [&](const Reply& r) {
-          PrintTaskTable(io.out, Member(r.body, "tasks"));
-          const json next = Member(r.body, "next_cursor");
-          if (next.is_string() && !next.get<std::string>().empty()) {
-            io.err << "more: --cursor " << next.get<std::string>() << " (or --all)\n";
-          }
-        });
-      }
-      json tasks = json::array();
-      std::string next;
-      while (true) {
-        const std::string target =
-            "/v1/tasks" + query +
-            (next.empty() ? "" : (query.empty() ? "?" : "&") + ("cursor=" + PercentEncode(next)));
-        Reply r;
-        if (const int code = s.Call("GET", target, nullptr, r); code != kExitOk) return code;
-        const json page = Member(r.body, "tasks");
-        if (page.is_array()) tasks.insert(tasks.end(), page.begin(), page.end());
-        const json cur = Member(r.body, "next_cursor");
-        if (!cur.is_string() || cur.get<std::string>().empty()) break;
-        if (cur.get<std::string>() == next) {
-          io.err << "error: the server returned the same cursor twice\n";
-          return kExitServerError;
-        }
-        next = cur.get<std::string>();
-      }
-      if (s.json_output()) {
-        io.out << json{{"tasks", tasks}, {"next_cursor", nullptr}}.dump() << "\n";
-      } else {
-        PrintTaskTable(io.out, tasks);
-      }
-      return kExitOk;
+      if (Given(queue)) AddParam(query, "queue", a.queue);
+      if (Given(state)) AddParam(query, "state", a.state);
+      if (Given(limit)) AddParam(query, "limit", std::to_string(a.limit));
+      return ListPages(s, "/v1/tasks", query, "tasks", a.cursor, a.all, PrintTaskTable);
     });
   }
 
@@ -730,6 +817,164 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
     });
   }
 
+  // Schedules.
+  {
+    CLI::App* schedule = app.add_subcommand("schedule", "Manage recurring schedules");
+    schedule->require_subcommand(1);
+    {
+      CLI::App* cmd = schedule->add_subcommand("add", "Create a recurring schedule");
+      cmd->add_option("name", a.name, "Schedule name")->type_name("")->required();
+      cmd->add_option("--queue,-q", a.queue, "Queue of its tasks")->type_name("QUEUE")->required();
+      CLI::Option* cron =
+          cmd->add_option("--cron", a.cron, "Cron expression: 5 or 6 fields, or a macro")
+              ->type_name("EXPR");
+      CLI::Option* every =
+          cmd->add_option("--every", a.every, "Fixed rate: a run every DUR")->type_name("DUR");
+      CLI::Option* fixed_delay =
+          cmd->add_option("--fixed-delay", a.fixed_delay, "A run DUR after the previous finished")
+              ->type_name("DUR");
+      every->excludes(cron);
+      fixed_delay->excludes(cron)->excludes(every);
+      CLI::Option* tz = cmd->add_option("--tz", a.tz, "IANA zone of the cron fields (default UTC)")
+                            ->type_name("ZONE")
+                            ->needs(cron);
+      CLI::Option* dst_gap =
+          cmd->add_option("--dst-gap", a.dst_gap, "Fixed-time cron rule in a DST gap")
+              ->check(CLI::IsMember({"run_after", "skip"}))
+              ->needs(cron);
+      CLI::Option* dst_repeat =
+          cmd->add_option("--dst-repeat", a.dst_repeat, "Fixed-time cron rule in a DST repeat")
+              ->check(CLI::IsMember({"once", "twice"}))
+              ->needs(cron);
+      CLI::Option* start =
+          cmd->add_option("--start", a.start,
+                          "every: the anchor; fixed delay: the first run; cron: none before it")
+              ->type_name("TIME");
+      CLI::Option* payload =
+          cmd->add_option("--payload", a.payload, "A JSON object ('-' reads stdin)")
+              ->type_name("JSON");
+      CLI::Option* misfire =
+          cmd->add_option("--misfire", a.misfire, "Missed runs (default run_once)")
+              ->check(CLI::IsMember({"skip", "run_once", "run_all"}));
+      CLI::Option* max_catchup =
+          cmd->add_option("--max-catchup", a.max_catchup, "run_all: at most this many missed runs")
+              ->type_name("N");
+      CLI::Option* overlap =
+          cmd->add_option("--overlap", a.overlap, "Runs due while one still runs (default skip)")
+              ->check(CLI::IsMember({"allow", "skip", "queue_one"}));
+      CLI::Option* priority =
+          cmd->add_option("--priority", a.priority, "Priority of its tasks")->type_name("N");
+      CLI::Option* max_attempts =
+          cmd->add_option("--max-attempts", a.max_attempts, "Attempt limit of its tasks")
+              ->type_name("N");
+      add(cmd, [=, &a](Session& s) {
+        const CliIo& io = s.io();
+        if (!Given(cron) && !Given(every) && !Given(fixed_delay)) {
+          return Usage(
+              io, Status::InvalidArgument("schedule add", "give --cron, --every or --fixed-delay"));
+        }
+        json body = {{"name", a.name}, {"queue", a.queue}};
+        if (Given(cron)) body["cron"] = a.cron;
+        if (Given(every)) {
+          CHRONOQ_CLI_ASSIGN_OR_USAGE(body["every_ms"], ParseMillis(a.every, "--every"), io);
+        }
+        if (Given(fixed_delay)) {
+          CHRONOQ_CLI_ASSIGN_OR_USAGE(body["fixed_delay_ms"],
+                                      ParseMillis(a.fixed_delay, "--fixed-delay"), io);
+        }
+        if (Given(tz)) body["tz"] = a.tz;
+        if (Given(dst_gap)) body["dst_gap"] = a.dst_gap;
+        if (Given(dst_repeat)) body["dst_repeat"] = a.dst_repeat;
+        if (Given(start)) {
+          CHRONOQ_CLI_ASSIGN_OR_USAGE(body["start"], ParseRunAt(a.start, "--start"), io);
+        }
+        CHRONOQ_CLI_ASSIGN_OR_USAGE(std::optional<json> p, ReadPayload(a, payload, nullptr, io),
+                                    io);
+        if (p.has_value()) body["payload"] = std::move(*p);
+        if (Given(misfire)) body["misfire"] = a.misfire;
+        if (Given(max_catchup)) body["max_catchup"] = a.max_catchup;
+        if (Given(overlap)) body["overlap"] = a.overlap;
+        if (Given(priority)) body["priority"] = a.priority;
+        if (Given(max_attempts)) body["max_attempts"] = a.max_attempts;
+        return s.Simple("POST", "/v1/schedules", &body, [&](const Reply& r) {
+          io.out << "created schedule " << Show(r.body, "name") << ", next run "
+                 << Show(r.body, "next_run") << "\n";
+        });
+      });
+    }
+    {
+      CLI::App* cmd = schedule->add_subcommand("list", "List schedules")->alias("ls");
+      CLI::Option* queue =
+          cmd->add_option("--queue,-q", a.queue, "Only this queue")->type_name("QUEUE");
+      CLI::Option* limit =
+          cmd->add_option("--limit", a.limit, "Schedules per page")->type_name("N");
+      CLI::Option* cursor =
+          cmd->add_option("--cursor", a.cursor, "Start from this page cursor")->type_name("CURSOR");
+      cmd->add_flag("--all", a.all, "Follow the cursor to the last page")->excludes(cursor);
+      add(cmd, [=, &a](Session& s) {
+        std::string query;
+        if (Given(queue)) AddParam(query, "queue", a.queue);
+        if (Given(limit)) AddParam(query, "limit", std::to_string(a.limit));
+        return ListPages(s, "/v1/schedules", query, "schedules", a.cursor, a.all,
+                         PrintScheduleTable);
+      });
+    }
+    {
+      CLI::App* cmd = schedule->add_subcommand("get", "Show a schedule");
+      cmd->add_option("name", a.name, "Schedule name")->type_name("")->required();
+      add(cmd, [&a](Session& s) {
+        return s.Simple("GET", SchedulePath(a.name), nullptr,
+                        [&](const Reply& r) { PrintSchedule(s.io().out, r.body); });
+      });
+    }
+    {
+      CLI::App* cmd = schedule->add_subcommand("rm", "Delete a schedule and its next run");
+      cmd->add_option("name", a.name, "Schedule name")->type_name("")->required();
+      add(cmd, [&a](Session& s) {
+        return s.Simple("DELETE", SchedulePath(a.name), nullptr,
+                        [&](const Reply&) { s.io().out << "deleted schedule " << a.name << "\n"; });
+      });
+    }
+    for (const std::string_view verb : {"pause", "resume"}) {
+      const bool pause = verb == "pause";
+      CLI::App* cmd = schedule->add_subcommand(
+          std::string(verb), pause ? "Stop a schedule's runs" : "Resume a paused schedule");
+      cmd->add_option("name", a.name, "Schedule name")->type_name("")->required();
+      add(cmd, [&a, pause](Session& s) {
+        const json body = json::object();
+        return s.Simple("POST", SchedulePath(a.name) + (pause ? "/pause" : "/resume"), &body,
+                        [&](const Reply& r) {
+                          s.io().out << (pause ? "paused schedule " : "resumed schedule ")
+                                     << a.name;
+                          if (!pause) s.io().out << ", next run " << Show(r.body, "next_run");
+                          s.io().out << "\n";
+                        });
+      });
+    }
+    {
+      CLI::App* cmd = schedule->add_subcommand("next", "Print a schedule's coming run times");
+      cmd->add_option("name", a.name, "Schedule name")->type_name("")->required();
+      CLI::Option* count =
+          cmd->add_option("--count", a.count, "How many run times (1-1000, default 10)")
+              ->type_name("N");
+      add(cmd, [=, &a](Session& s) {
+        std::string query;
+        if (Given(count)) {
+          if (a.count < 1 || a.count > 1000) {
+            return Usage(s.io(), Status::InvalidArgument("--count", "must be 1-1000"));
+          }
+          AddParam(query, "count", std::to_string(a.count));
+        }
+        return s.Simple("GET", SchedulePath(a.name) + "/next" + query, nullptr,
+                        [&](const Reply& r) {
+                          const json next = Member(r.body, "next");
+                          if (!next.is_array()) return;
+                          for (const json& t : next) s.io().out << t.get<std::string>() << "\n";
+                        });
+      });
+    }
+  }
+
   // The cron calculator: no server needed.
   {
     CLI::App* cron = app.add_subcommand("cron", "Work with cron expressions (no server needed)");
@@ -834,9 +1079,14 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
     // CLI11 wants the arguments last first.
     app.parse(std::vector<std::string>(args.rbegin(), args.rend()));
   } catch (const CLI::ParseError& e) {
-    // "chronoq frobnicate" would otherwise read "A subcommand is required".
-    if (e.get_exit_code() != 0 && app.get_subcommands().empty() && !app.remaining().empty()) {
-      const std::string first = app.remaining().front();
+    // "chronoq frobnicate" and "chronoq schedule frob" would otherwise read
+    // "A subcommand is required".
+    const CLI::App* given = &app;  // the innermost command given
+    while (!given->get_subcommands().empty()) given = given->get_subcommands().front();
+    // Global options fall through, so what no command took ends up at the top.
+    const std::vector<std::string> rest = app.remaining(/*recurse=*/true);
+    if (e.get_exit_code() != 0 && given->get_require_subcommand_min() > 0 && !rest.empty()) {
+      const std::string& first = rest.front();
       io.err << "error: unknown " << (first.starts_with('-') ? "option " : "command ") << first
              << "\nRun with --help for more information.\n";
       return kExitUsage;

@@ -123,6 +123,59 @@ ApiResponse ErrorResponse(const Status& status) {
   return JsonResponse(HttpStatusOf(status), ErrorBody(WireCodeOf(status), status));
 }
 
+Status ForEachQueryParam(std::string_view query,
+                         const std::function<Status(std::string_view key, std::string value)>& on) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    const std::string_view key = pair.substr(0, eq);
+    CHRONOQ_ASSIGN_OR_RETURN(
+        std::string value,
+        PercentDecode(eq == std::string_view::npos ? "" : pair.substr(eq + 1), key, true));
+    CHRONOQ_RETURN_IF_ERROR(on(key, std::move(value)));
+  }
+  return {};
+}
+
+Status ForEachListParam(
+    std::string_view query, std::optional<std::string>& queue, int& limit, std::string& cursor,
+    const std::function<Status(std::string_view key, std::string value)>& other) {
+  return ForEachQueryParam(query, [&](std::string_view key, std::string value) -> Status {
+    if (key == "queue") {
+      queue = std::move(value);
+    } else if (key == "limit") {
+      CHRONOQ_ASSIGN_OR_RETURN(limit, ParseIntParam(key, value));
+    } else if (key == "cursor") {
+      cursor = std::move(value);
+    } else if (other) {
+      return other(key, std::move(value));
+    } else {
+      return UnknownQueryParam(key);
+    }
+    return {};
+  });
+}
+
+Result<int> ParseIntParam(std::string_view key, std::string_view value, int min, int max) {
+  int n = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || p != value.data() + value.size()) {
+    return Status::InvalidArgument(key, "must be an integer");
+  }
+  if (n < min || n > max) {
+    return Status::InvalidArgument(
+        key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+  }
+  return n;
+}
+
+Status UnknownQueryParam(std::string_view key) {
+  return Status::InvalidArgument(key, "unknown query parameter");
+}
+
 Api::Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking,
          std::function<void(const std::string& queue)> on_webhook_queue)
     : engine_(engine),
@@ -207,6 +260,32 @@ void Api::Dispatch(const ApiRequest& request, const Respond& respond) {
           if (verb == "ack") return AckTask(*id, request.body, respond);
           if (verb == "fail") return FailTask(*id, request.body, respond);
           return ExtendTask(*id, request.body, respond);
+        }
+      }
+    }
+    if (seg[1] == "schedules") {
+      if (seg.size() == 2) {
+        if (!allows("GET, POST")) return;
+        if (method == "POST") return CreateSchedule(request.body, respond);
+        return ListSchedules(query, respond);
+      }
+      Result<std::string> name = PercentDecode(seg[2], "name", false);
+      if (!name.ok()) return fail(name.status());
+      if (seg.size() == 3) {
+        if (!allows("GET, PUT, DELETE")) return;
+        if (method == "GET") return GetSchedule(*name, respond);
+        if (method == "PUT") return PutSchedule(*name, request.body, respond);
+        return DeleteSchedule(*name, request.body, respond);
+      }
+      if (seg.size() == 4) {
+        const std::string_view verb = seg[3];
+        if (verb == "pause" || verb == "resume") {
+          if (allows("POST")) PauseSchedule(*name, verb == "pause", request.body, respond);
+          return;
+        }
+        if (verb == "next") {
+          if (allows("GET")) NextOccurrences(*name, query, respond);
+          return;
         }
       }
     }
@@ -298,53 +377,17 @@ void Api::GetTask(const std::string& id, const Respond& respond) {
 
 void Api::ListTasks(std::string_view query, const Respond& respond) {
   ListRequest req;
-  Status s;
-  while (s.ok() && !query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    const std::string_view key = pair.substr(0, eq);
-    Result<std::string> value =
-        PercentDecode(eq == std::string_view::npos ? "" : pair.substr(eq + 1), key, true);
-    if (!value.ok()) {
-      s = value.status();
-    } else if (key == "queue") {
-      req.queue = *value;
-    } else if (key == "state") {
-      Result<TaskState> state = ParseTaskState(*value, "state");
-      if (state.ok()) {
-        req.state = *state;
-      } else {
-        s = state.status();
-      }
-    } else if (key == "limit") {
-      int limit = 0;
-      auto [p, ec] = std::from_chars(value->data(), value->data() + value->size(), limit);
-      if (ec != std::errc() || p != value->data() + value->size()) {
-        s = Status::InvalidArgument("limit", "must be an integer");
-      }
-      req.limit = limit;
-    } else if (key == "cursor") {
-      req.cursor = *value;
-    } else {
-      s = Status::InvalidArgument(std::string(key), "unknown query parameter");
-    }
-  }
+  Status s = ForEachListParam(query, req.queue, req.limit, req.cursor,
+                              [&](std::string_view key, std::string value) -> Status {
+                                if (key != "state") return UnknownQueryParam(key);
+                                CHRONOQ_ASSIGN_OR_RETURN(req.state, ParseTaskState(value, "state"));
+                                return {};
+                              });
   if (!s.ok()) return respond(ErrorResponse(s));
   Result<TaskPage> page = engine_.List(req);
   if (!page.ok()) return respond(ErrorResponse(page.status()));
   ApiResponse out;
-  out.body = "{\"tasks\":";
-  AppendArray(out.body, page->tasks, AppendTask);
-  out.body += ",\"next_cursor\":";
-  if (page->next_cursor.empty()) {
-    out.body += "null";
-  } else {
-    AppendString(out.body, page->next_cursor);
-  }
-  out.body += '}';
+  AppendPage(out.body, "tasks", page->tasks, AppendTask, page->next_cursor);
   respond(std::move(out));
 }
 

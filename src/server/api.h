@@ -4,8 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "chronoq/engine.h"
 
@@ -51,8 +54,8 @@ struct ApiCounters {
 
 class Api {
  public:
-  // `run_blocking` runs rare calls that block on a commit (queue settings)
-  // off the I/O threads.
+  // `run_blocking` runs rare calls that block on a commit (queue settings,
+  // schedules) off the I/O threads.
   // `on_webhook_queue` is told the queue of every task with a target that
   // was enqueued (chronoqd's deliverer then serves that queue).
   Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking,
@@ -85,6 +88,18 @@ class Api {
   void PauseQueue(const std::string& queue, bool paused, const std::string& body,
                   const Respond& respond);
   void Metrics(const Respond& respond);
+  // api_schedules.cc
+  void CreateSchedule(const std::string& body, const Respond& respond);
+  void ListSchedules(std::string_view query, const Respond& respond);
+  void GetSchedule(const std::string& name, const Respond& respond);
+  void PutSchedule(const std::string& name, const std::string& body, const Respond& respond);
+  void DeleteSchedule(const std::string& name, const std::string& body, const Respond& respond);
+  void PauseSchedule(const std::string& name, bool paused, const std::string& body,
+                     const Respond& respond);
+  void NextOccurrences(const std::string& name, std::string_view query, const Respond& respond);
+  // Answers with the schedule (or the error); tells on_webhook_queue_ about a
+  // schedule with a target, whose occurrences chronoqd must deliver.
+  void RespondSchedule(const Result<Schedule>& schedule, int status, const Respond& respond);
 
   Engine& engine_;
   Clock& clock_;
@@ -99,5 +114,21 @@ class Api {
 int HttpStatusOf(const Status& status);
 std::string_view WireCodeOf(const Status& status);
 ApiResponse ErrorResponse(const Status& status);
+
+// Calls `on(key, value)` for each `key=value` of a query string (the value
+// percent-decoded, '+' a space; empty pairs skipped) until one fails.
+Status ForEachQueryParam(std::string_view query,
+                         const std::function<Status(std::string_view key, std::string value)>& on);
+// ForEachQueryParam for a listing: reads `queue`, `limit` and `cursor` into
+// the request's fields and hands any other parameter to `other` (none: an
+// unknown parameter).
+Status ForEachListParam(
+    std::string_view query, std::optional<std::string>& queue, int& limit, std::string& cursor,
+    const std::function<Status(std::string_view key, std::string value)>& other = nullptr);
+// A query parameter that must be an integer between `min` and `max`.
+Result<int> ParseIntParam(std::string_view key, std::string_view value, int min = INT32_MIN,
+                          int max = INT32_MAX);
+// An error for a query parameter nobody asked for.
+Status UnknownQueryParam(std::string_view key);
 
 }  // namespace chronoq::server

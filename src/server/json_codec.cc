@@ -56,6 +56,38 @@ std::string_view TypeName(const Json& v) {
 // Epoch milliseconds accepted for times: 1970 to the end of 9999.
 constexpr int64_t kMaxEpochMillis = 253402300799999;
 
+// Bounds on schedule texts the engine parses (far above any real one).
+constexpr size_t kMaxCronBytes = 1024;
+constexpr size_t kMaxZoneBytes = 128;
+constexpr size_t kMaxEnumNameBytes = 32;
+
+int64_t Millis(Duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+// An enum field given by its name; `parse` is ParseMisfire, ParseOverlap, ...
+template <typename Enum>
+Status ReadEnum(ObjectReader& r, std::string_view name,
+                Result<Enum> (*parse)(std::string_view, std::string_view),
+                std::optional<Enum>& out) {
+  std::optional<std::string> text;
+  CHRONOQ_RETURN_IF_ERROR(r.String(name, text, kMaxEnumNameBytes));
+  if (text) {
+    CHRONOQ_ASSIGN_OR_RETURN(out, parse(*text, r.Field(name)));
+  }
+  return {};
+}
+
+// `append(out, *value)`, or null.
+template <typename T, typename Append>
+void AppendOptional(std::string& out, const std::optional<T>& value, Append append) {
+  if (value) {
+    append(out, *value);
+  } else {
+    out += "null";
+  }
+}
+
 }  // namespace
 
 Result<Json> ParseBody(std::string_view body) {
@@ -280,6 +312,55 @@ Result<WebhookTarget> ParseTarget(const Json& object, const std::string& prefix)
   return target;
 }
 
+Result<ScheduleSpec> ParseScheduleSpec(const Json& object,
+                                       std::optional<std::string_view> path_name) {
+  ObjectReader r(object);
+  ScheduleSpec spec;
+  std::optional<std::string> name, queue, payload;
+  std::optional<int64_t> max_catchup, priority, max_attempts;
+  std::optional<Misfire> misfire;
+  std::optional<Overlap> overlap;
+  const Json* target = nullptr;
+  if (!path_name) CHRONOQ_RETURN_IF_ERROR(r.Required("name"));
+  CHRONOQ_RETURN_IF_ERROR(r.String("name", name, kMaxScheduleNameBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.Required("queue"));
+  CHRONOQ_RETURN_IF_ERROR(r.String("queue", queue, kMaxQueueNameBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.String("cron", spec.cron, kMaxCronBytes));
+  CHRONOQ_RETURN_IF_ERROR(
+      r.Millis("every_ms", spec.every, kMinScheduleInterval, kMaxScheduleInterval));
+  CHRONOQ_RETURN_IF_ERROR(
+      r.Millis("fixed_delay_ms", spec.fixed_delay, kMinScheduleInterval, kMaxScheduleInterval));
+  CHRONOQ_RETURN_IF_ERROR(r.String("tz", spec.tz, kMaxZoneBytes));
+  CHRONOQ_RETURN_IF_ERROR(ReadEnum(r, "dst_gap", &ParseDstGap, spec.dst_gap));
+  CHRONOQ_RETURN_IF_ERROR(ReadEnum(r, "dst_repeat", &ParseDstRepeat, spec.dst_repeat));
+  CHRONOQ_RETURN_IF_ERROR(r.Time("start", spec.start));
+  CHRONOQ_RETURN_IF_ERROR(r.Value("payload", payload));
+  CHRONOQ_RETURN_IF_ERROR(ReadEnum(r, "misfire", &ParseMisfire, misfire));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_catchup", max_catchup, 1, kMaxCatchupLimit));
+  CHRONOQ_RETURN_IF_ERROR(ReadEnum(r, "overlap", &ParseOverlap, overlap));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("priority", priority, INT32_MIN, INT32_MAX));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts, 1, kMaxAttemptsLimit));
+  CHRONOQ_RETURN_IF_ERROR(r.Object("target", target));
+  CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  if (path_name && name && *name != *path_name) {
+    return Status::InvalidArgument(
+        "name", "must equal the name in the path (" + std::string(*path_name) + ") or be left out");
+  }
+
+  spec.name = path_name ? std::string(*path_name) : std::move(*name);
+  spec.queue = std::move(*queue);
+  if (payload) spec.payload = std::move(*payload);
+  if (misfire) spec.misfire = *misfire;
+  if (max_catchup) spec.max_catchup = static_cast<int>(*max_catchup);
+  if (overlap) spec.overlap = *overlap;
+  if (priority) spec.priority = static_cast<int>(*priority);
+  if (max_attempts) spec.max_attempts = static_cast<int>(*max_attempts);
+  if (target != nullptr) {
+    CHRONOQ_ASSIGN_OR_RETURN(spec.target, ParseTarget(*target, "target."));
+  }
+  return spec;
+}
+
 void AppendString(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
@@ -386,8 +467,78 @@ void AppendTarget(std::string& out, const WebhookTarget& target) {
     AppendString(out, target.headers[i].second);
   }
   out += "},\"timeout_ms\":";
-  out +=
-      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(target.timeout).count());
+  out += std::to_string(Millis(target.timeout));
+  out += '}';
+}
+
+void AppendSchedule(std::string& out, const Schedule& schedule) {
+  const ScheduleSpec& spec = schedule.spec;
+  out += "{\"name\":";
+  AppendString(out, spec.name);
+  out += ",\"queue\":";
+  AppendString(out, spec.queue);
+  if (spec.cron) {
+    out += ",\"cron\":";
+    AppendString(out, *spec.cron);
+    out += ",\"tz\":";
+    AppendString(out, spec.tz.value_or("UTC"));
+  } else if (spec.every) {
+    out += ",\"every_ms\":";
+    out += std::to_string(Millis(*spec.every));
+  } else if (spec.fixed_delay) {
+    out += ",\"fixed_delay_ms\":";
+    out += std::to_string(Millis(*spec.fixed_delay));
+  }
+  out += ",\"start\":";
+  AppendOptional(out, spec.start, AppendTime);
+  out += ",\"payload\":";
+  out += spec.payload;
+  out += ",\"misfire\":";
+  AppendString(out, MisfireName(spec.misfire));
+  out += ",\"max_catchup\":";
+  out += std::to_string(spec.max_catchup);
+  out += ",\"overlap\":";
+  AppendString(out, OverlapName(spec.overlap));
+  out += ",\"dst_gap\":";
+  AppendOptional(out, spec.dst_gap,
+                 [](std::string& o, DstGap g) { AppendString(o, DstGapName(g)); });
+  out += ",\"dst_repeat\":";
+  AppendOptional(out, spec.dst_repeat,
+                 [](std::string& o, DstRepeat r) { AppendString(o, DstRepeatName(r)); });
+  out += ",\"priority\":";
+  out += std::to_string(spec.priority);
+  out += ",\"max_attempts\":";  // 0: the queue's or the engine's default applies
+  out += spec.max_attempts == 0 ? "null" : std::to_string(spec.max_attempts);
+  out += ",\"target\":";
+  AppendOptional(out, spec.target, AppendTarget);
+  out += ",\"paused\":";
+  out += schedule.paused ? "true" : "false";
+  out += ",\"next_run\":";
+  AppendOptional(out, schedule.next_run, AppendTime);
+  out += ",\"next_task_id\":";
+  AppendOptional(out, schedule.next_task_id, AppendString);
+  out += ",\"last_run\":";
+  AppendOptional(out, schedule.last_run, [](std::string& o, const ScheduleRun& run) {
+    o += "{\"task_id\":";
+    AppendString(o, run.task_id);
+    o += ",\"scheduled_for\":";
+    AppendTime(o, run.scheduled_for);
+    o += ",\"state\":";
+    AppendString(o, TaskStateName(run.state));
+    o += ",\"finished_at\":";
+    AppendTime(o, run.finished_at);
+    o += ",\"error\":";
+    AppendOptional(o, run.error, AppendString);
+    o += '}';
+  });
+  out += ",\"runs\":";
+  out += std::to_string(schedule.runs);
+  out += ",\"skipped\":";
+  out += std::to_string(schedule.skipped);
+  out += ",\"created_at\":";
+  AppendTime(out, schedule.created_at);
+  out += ",\"updated_at\":";
+  AppendTime(out, schedule.updated_at);
   out += '}';
 }
 

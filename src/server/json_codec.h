@@ -1,4 +1,4 @@
-// The wire format of chronoqd: request bodies in, task JSON out.
+// The wire format of chronoqd: request bodies in, task and schedule JSON out.
 //
 // Reading is strict: a body is one JSON object nested at most 64 levels,
 // every field has one type and range, and a field nobody asked for is an
@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chronoq/result.h"
+#include "chronoq/schedule.h"
 #include "chronoq/task.h"
 
 namespace chronoq::server {
@@ -68,6 +69,12 @@ class ObjectReader {
 Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix);
 // A task's `target`: {url, method?, headers?: {name: value}, timeout_ms?}.
 Result<WebhookTarget> ParseTarget(const Json& object, const std::string& prefix);
+// The body of POST /v1/schedules (no `path_name`: `name` is required) and of
+// PUT /v1/schedules/{name} (`name` may be left out; if given it must equal
+// `path_name`). Reads types and ranges; the engine checks the rest (exactly
+// one of cron, every_ms and fixed_delay_ms; the cron text and zone; ...).
+Result<ScheduleSpec> ParseScheduleSpec(const Json& object,
+                                       std::optional<std::string_view> path_name = std::nullopt);
 
 // Writers: append one JSON value to `out`.
 void AppendString(std::string& out, std::string_view text);
@@ -83,8 +90,26 @@ void AppendArray(std::string& out, const std::vector<T>& items, Append append) {
   }
   out += ']';
 }
+// {"<key>":[...],"next_cursor":...}: one page of a listing; next_cursor is
+// null on the last page (`next_cursor` empty).
+template <typename T, typename Append>
+void AppendPage(std::string& out, std::string_view key, const std::vector<T>& items, Append append,
+                const std::string& next_cursor) {
+  out += '{';
+  AppendString(out, key);
+  out += ':';
+  AppendArray(out, items, append);
+  out += ",\"next_cursor\":";
+  if (next_cursor.empty()) {
+    out += "null";
+  } else {
+    AppendString(out, next_cursor);
+  }
+  out += '}';
+}
 void AppendLease(std::string& out, const Lease& lease);
 void AppendTarget(std::string& out, const WebhookTarget& target);
+void AppendSchedule(std::string& out, const Schedule& schedule);
 // {"error":{"code":...,"message":...,"field":...}}; the field only when set.
 std::string ErrorBody(std::string_view code, const Status& status);
 

@@ -512,6 +512,292 @@ TEST_F(CliTest, PauseAndResume) {
 }
 
 // ---------------------------------------------------------------------------
+// Schedules.
+
+// A schedule as the server shows it: every minute, on queue "cache".
+json Schedule(const std::string& name) {
+  return {
+      {"name", name},
+      {"queue", "cache"},
+      {"every_ms", 60000},
+      {"start", "2026-11-22T00:00:00.000Z"},
+      {"payload", {{"k", 1}}},
+      {"misfire", "run_once"},
+      {"max_catchup", 100},
+      {"overlap", "skip"},
+      {"dst_gap", nullptr},
+      {"dst_repeat", nullptr},
+      {"priority", 0},
+      {"max_attempts", nullptr},
+      {"target", nullptr},
+      {"paused", false},
+      {"next_run", "2026-11-22T03:00:00.000Z"},
+      {"next_task_id", name + "@2026-11-22T03:00:00.000Z"},
+      {"last_run", nullptr},
+      {"runs", 0},
+      {"skipped", 0},
+      {"created_at", "2026-11-15T03:00:00.000Z"},
+      {"updated_at", "2026-11-15T03:00:00.000Z"},
+  };
+}
+
+TEST_F(CliTest, ScheduleAddSendsEveryFlag) {
+  AnswerAll(Answer(201, Schedule("purge")));
+  ASSERT_EQ(Run({"schedule",
+                 "add",
+                 "purge",
+                 "--queue",
+                 "maintenance",
+                 "--cron",
+                 "0 0 3 * * *",
+                 "--tz",
+                 "Asia/Seoul",
+                 "--dst-gap",
+                 "skip",
+                 "--dst-repeat",
+                 "twice",
+                 "--start",
+                 "2026-12-01T00:00:00+09:00",
+                 "--payload",
+                 R"({"days":30})",
+                 "--misfire",
+                 "run_all",
+                 "--max-catchup",
+                 "5",
+                 "--overlap",
+                 "queue_one",
+                 "--priority",
+                 "-1",
+                 "--max-attempts",
+                 "3"}),
+            kExitOk)
+      << err();
+
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/v1/schedules");
+  EXPECT_EQ(BodyOf(r), json::parse(R"({
+    "name": "purge", "queue": "maintenance", "cron": "0 0 3 * * *", "tz": "Asia/Seoul",
+    "dst_gap": "skip", "dst_repeat": "twice", "start": "2026-12-01T00:00:00+09:00",
+    "payload": {"days": 30}, "misfire": "run_all", "max_catchup": 5, "overlap": "queue_one",
+    "priority": -1, "max_attempts": 3
+  })"));
+  EXPECT_EQ(out(), "created schedule purge, next run 2026-11-22T03:00:00.000Z\n");
+  EXPECT_THAT(err(), IsEmpty());
+}
+
+TEST_F(CliTest, ScheduleAddSendsDurationsInMillisecondsAndOnlyWhatWasGiven) {
+  AnswerAll(Answer(201, Schedule("a")));
+  ASSERT_EQ(Run({"schedule", "add", "a", "-q", "q", "--every", "30s"}), kExitOk) << err();
+  ASSERT_EQ(Run({"schedule", "add", "a", "-q", "q", "--fixed-delay", "1h30m", "--start",
+                 "1795316400000"}),
+            kExitOk)
+      << err();
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"name":"a","queue":"q","every_ms":30000})"));
+  EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"name":"a","queue":"q","fixed_delay_ms":5400000,
+                                                 "start":1795316400000})"));
+}
+
+TEST_F(CliTest, ScheduleAddTakenNameIsAServerError) {
+  AnswerAll(Error(409, "conflict", "schedule purge already exists", "name"));
+  EXPECT_EQ(Run({"schedule", "add", "purge", "-q", "q", "--cron", "@daily"}), kExitServerError);
+  EXPECT_THAT(out(), IsEmpty());
+  EXPECT_EQ(err(), "error: conflict: schedule purge already exists (field name)\n");
+}
+
+TEST_F(CliTest, ScheduleListPrintsATable) {
+  json cron = Schedule("purge");
+  cron.erase("every_ms");
+  cron["cron"] = "0 0 3 * * *";
+  cron["tz"] = "Asia/Seoul";
+  cron["paused"] = true;
+  cron["next_task_id"] = nullptr;
+  json delay = Schedule("retry-mail");
+  delay.erase("every_ms");
+  delay["fixed_delay_ms"] = 300000;
+  delay["last_run"] = {{"task_id", "retry-mail@2026-11-22T02:55:00.000Z"},
+                       {"scheduled_for", "2026-11-22T02:55:00.000Z"},
+                       {"state", "dead"},
+                       {"finished_at", "2026-11-22T02:55:01.000Z"},
+                       {"error", "smtp 451"}};
+  AnswerAll(
+      Answer(200, {{"schedules", {cron, Schedule("refresh"), delay}}, {"next_cursor", nullptr}}));
+  ASSERT_EQ(Run({"schedule", "ls", "--queue", "cache", "--limit", "3"}), kExitOk) << err();
+
+  EXPECT_EQ(OnlyRequest().method, "GET");
+  EXPECT_EQ(OnlyRequest().target, "/v1/schedules?queue=cache&limit=3");
+  EXPECT_EQ(
+      out(),
+      "NAME        QUEUE  RULE                           NEXT_RUN                  LAST  PAUSED\n"
+      "purge       cache  cron '0 0 3 * * *' Asia/Seoul  2026-11-22T03:00:00.000Z  -     yes\n"
+      "refresh     cache  every 1m00s                    2026-11-22T03:00:00.000Z  -     no\n"
+      "retry-mail  cache  fixed delay 5m00s              2026-11-22T03:00:00.000Z  dead  no\n");
+  EXPECT_THAT(err(), IsEmpty());
+}
+
+TEST_F(CliTest, ScheduleListPagesLikeTaskList) {
+  AnswerAll(Answer(200, {{"schedules", json::array()}, {"next_cursor", "c/1"}}));
+  ASSERT_EQ(Run({"schedule", "list"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/v1/schedules");
+  EXPECT_EQ(out(), "no schedules\n");
+  EXPECT_EQ(err(), "more: --cursor c/1 (or --all)\n");
+
+  server_.SetHandler([](const Request& r) {
+    if (r.target.ends_with("cursor=p2")) {
+      return Answer(200, {{"schedules", {Schedule("b")}}, {"next_cursor", nullptr}});
+    }
+    return Answer(200, {{"schedules", {Schedule("a")}}, {"next_cursor", "p2"}});
+  });
+  ASSERT_EQ(Run({"--json", "schedule", "ls", "--all", "-q", "cache"}), kExitOk) << err();
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[1].target, "/v1/schedules?queue=cache");
+  EXPECT_EQ(requests[2].target, "/v1/schedules?queue=cache&cursor=p2");
+  EXPECT_EQ(json::parse(out()),
+            json({{"schedules", {Schedule("a"), Schedule("b")}}, {"next_cursor", nullptr}}));
+}
+
+TEST_F(CliTest, ScheduleGetShowsEveryField) {
+  json s = Schedule("purge");
+  s.erase("every_ms");
+  s["cron"] = "0 0 3 * * *";
+  s["tz"] = "Asia/Seoul";
+  s["dst_gap"] = "skip";
+  s["max_attempts"] = 3;
+  s["target"] = {{"url", "https://h.example/x"},
+                 {"method", "PUT"},
+                 {"headers", json::object()},
+                 {"timeout_ms", 10000}};
+  s["last_run"] = {{"task_id", "purge@2026-11-21T18:00:00.000Z"},
+                   {"scheduled_for", "2026-11-21T18:00:00.000Z"},
+                   {"state", "dead"},
+                   {"finished_at", "2026-11-21T18:00:02.000Z"},
+                   {"error", "HTTP 500"}};
+  s["runs"] = 7;
+  s["skipped"] = 1;
+  AnswerAll(Answer(200, s));
+  ASSERT_EQ(Run({"schedule", "get", "purge:eu/1"}), kExitOk) << err();
+
+  const Request r = OnlyRequest();
+  EXPECT_EQ(r.method, "GET");
+  EXPECT_EQ(r.target, "/v1/schedules/purge%3Aeu%2F1");
+  EXPECT_EQ(out(),
+            "name:          purge\n"
+            "queue:         cache\n"
+            "rule:          cron '0 0 3 * * *' Asia/Seoul\n"
+            "start:         2026-11-22T00:00:00.000Z\n"
+            "paused:        no\n"
+            "next_run:      2026-11-22T03:00:00.000Z\n"
+            "next_task_id:  purge@2026-11-22T03:00:00.000Z\n"
+            "last_run:      dead purge@2026-11-21T18:00:00.000Z, finished "
+            "2026-11-21T18:00:02.000Z\n"
+            "last_error:    HTTP 500\n"
+            "runs:          7\n"
+            "skipped:       1\n"
+            "misfire:       run_once\n"
+            "max_catchup:   100\n"
+            "overlap:       skip\n"
+            "dst_gap:       skip\n"
+            "dst_repeat:    -\n"
+            "priority:      0\n"
+            "max_attempts:  3\n"
+            "target:        PUT https://h.example/x\n"
+            "created_at:    2026-11-15T03:00:00.000Z\n"
+            "updated_at:    2026-11-15T03:00:00.000Z\n"
+            "payload:       {\"k\":1}\n");
+}
+
+TEST_F(CliTest, ScheduleRmPauseAndResume) {
+  server_.SetHandler([](const Request& r) -> Response {
+    if (r.method == "DELETE") return {.status = 204, .body = "", .content_type = ""};
+    json s = Schedule("a b");
+    s["paused"] = r.target.ends_with("/pause");
+    return Answer(200, s);
+  });
+  ASSERT_EQ(Run({"schedule", "rm", "a b"}), kExitOk) << err();
+  EXPECT_EQ(out(), "deleted schedule a b\n");
+  ASSERT_EQ(Run({"--json", "schedule", "rm", "a b"}), kExitOk) << err();
+  EXPECT_THAT(out(), IsEmpty());  // 204 has no body to print
+  ASSERT_EQ(Run({"schedule", "pause", "a b"}), kExitOk) << err();
+  EXPECT_EQ(out(), "paused schedule a b\n");
+  ASSERT_EQ(Run({"schedule", "resume", "a b"}), kExitOk) << err();
+  EXPECT_EQ(out(), "resumed schedule a b, next run 2026-11-22T03:00:00.000Z\n");
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_EQ(requests[0].method, "DELETE");
+  EXPECT_EQ(requests[0].target, "/v1/schedules/a%20b");
+  EXPECT_THAT(requests[0].body, IsEmpty());
+  EXPECT_EQ(requests[2].method, "POST");
+  EXPECT_EQ(requests[2].target, "/v1/schedules/a%20b/pause");
+  EXPECT_EQ(requests[3].target, "/v1/schedules/a%20b/resume");
+  EXPECT_EQ(BodyOf(requests[3]), json::object());
+}
+
+TEST_F(CliTest, ScheduleNextPrintsOneInstantPerLine) {
+  AnswerAll(Answer(200, {{"next", {"2026-11-22T03:00:00.000Z", "2026-11-22T03:01:00.000Z"}}}));
+  ASSERT_EQ(Run({"schedule", "next", "refresh", "--count", "2"}), kExitOk) << err();
+  EXPECT_EQ(out(), "2026-11-22T03:00:00.000Z\n2026-11-22T03:01:00.000Z\n");
+  ASSERT_EQ(Run({"schedule", "next", "refresh"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].method, "GET");
+  EXPECT_EQ(requests[0].target, "/v1/schedules/refresh/next?count=2");
+  EXPECT_EQ(requests[1].target, "/v1/schedules/refresh/next");  // the server's default, 10
+}
+
+TEST_F(CliTest, ScheduleNotFoundExitsOne) {
+  AnswerAll(Error(404, "not_found", "schedule nope does not exist"));
+  for (const std::string verb : {"get", "rm", "pause", "resume", "next"}) {
+    SCOPED_TRACE(verb);
+    EXPECT_EQ(Run({"schedule", verb, "nope"}), kExitServerError);
+    EXPECT_EQ(err(), "error: not_found: schedule nope does not exist\n");
+  }
+}
+
+TEST_F(CliTest, BadScheduleCommandLinesExitTwoAndSendNothing) {
+  ExpectUsageError({"schedule"}, "A subcommand is required");
+  ExpectUsageError({"schedule", "frob"}, "error: unknown command frob");
+  ExpectUsageError({"schedule", "add", "-q", "q", "--every", "1s"}, "name is required");
+  ExpectUsageError({"schedule", "add", "a", "--every", "1s"}, "--queue is required");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q"}, "give --cron, --every or --fixed-delay");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--cron", "@daily", "--every", "1s"},
+                   "excludes");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "1s", "--fixed-delay", "1s"},
+                   "excludes");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "1s", "--tz", "UTC"},
+                   "--tz requires --cron");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "1s", "--dst-gap", "skip"},
+                   "--dst-gap requires --cron");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--cron", "@daily", "--dst-gap", "later"},
+                   "--dst-gap");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--cron", "@daily", "--dst-repeat", "3"},
+                   "--dst-repeat");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "5x"},
+                   "error: --every: unknown unit");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--fixed-delay", "1500us"},
+                   "error: --fixed-delay: use whole milliseconds");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "1s", "--start", "soon"},
+                   "error: --start: not an RFC 3339 time");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "1s", "--payload", "{x"},
+                   "error: --payload: not valid JSON");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "1s", "--misfire", "often"},
+                   "--misfire");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "1s", "--overlap", "never"},
+                   "--overlap");
+  ExpectUsageError({"schedule", "add", "a", "-q", "q", "--every", "1s", "--max-catchup", "all"},
+                   "--max-catchup");
+  ExpectUsageError({"schedule", "ls", "--all", "--cursor", "c"}, "excludes");
+  ExpectUsageError({"schedule", "get"}, "name is required");
+  ExpectUsageError({"schedule", "rm", "a", "b"}, "b");
+  ExpectUsageError({"schedule", "next", "a", "--count", "0"}, "error: --count: must be 1-1000");
+  ExpectUsageError({"schedule", "next", "a", "--count", "1001"}, "error: --count: must be 1-1000");
+}
+
+// ---------------------------------------------------------------------------
 // Server: health, version.
 
 TEST_F(CliTest, Health) {

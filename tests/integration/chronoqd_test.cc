@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "chronoq/time.h"
+
 #include "cli/http_client.h"
 #include "support/chronoqd_process.h"
 #include "support/engine_fixture.h"
@@ -254,6 +256,49 @@ TEST_F(ChronoqdTest, TheCliDrivesTheServer) {
   server_->Stop(SIGTERM);
   std::tie(rc, out) = RunCli(server_->url(), "health");
   EXPECT_EQ(rc, 3) << out;
+}
+
+TEST_F(ChronoqdTest, TheCliManagesSchedules) {
+  Launch();
+  auto [rc, out] =
+      RunCli(server_->url(), R"(schedule add refresh -q cache --every 1h --payload '{"k":1}')");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("created schedule refresh, next run "));
+
+  std::tie(rc, out) = RunCli(server_->url(), "schedule get refresh --json");
+  ASSERT_EQ(rc, 0) << out;
+  const json schedule = json::parse(out, nullptr, false);
+  EXPECT_EQ(schedule["every_ms"], 3600000) << out;
+  ASSERT_TRUE(schedule["next_run"].is_string()) << out;
+  ASSERT_TRUE(schedule["next_task_id"].is_string()) << out;
+  // Anchored at its creation, the first occurrence is due at once.
+  EXPECT_EQ(schedule["next_run"], schedule["start"]) << out;
+  // The next occurrence exists as a task with the payload and its instant.
+  json task = Json(
+      Send("GET", "/v1/tasks/" + cli::PercentEncode(schedule["next_task_id"].get<std::string>())));
+  EXPECT_EQ(task["queue"], "cache") << task.dump();
+  EXPECT_EQ(task["payload"]["k"], 1) << task.dump();
+  EXPECT_EQ(task["payload"]["scheduled_for"], schedule["next_run"]) << task.dump();
+
+  std::tie(rc, out) = RunCli(server_->url(), "schedule next refresh --count 3");
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::vector<Timestamp> next;
+  for (std::string line; std::getline(lines, line);) {
+    Result<Timestamp> t = ParseTime(line);
+    ASSERT_TRUE(t.ok()) << out;
+    next.push_back(*t);
+  }
+  ASSERT_EQ(next.size(), 3u) << out;
+  EXPECT_EQ(FormatTime(next[0]), schedule["next_run"]);
+  EXPECT_EQ(next[1] - next[0], std::chrono::hours(1));
+  EXPECT_EQ(next[2] - next[1], std::chrono::hours(1));
+
+  std::tie(rc, out) = RunCli(server_->url(), "schedule rm refresh");
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = RunCli(server_->url(), "schedule get refresh");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("not_found"));
 }
 
 TEST_F(ChronoqdTest, WebhooksAreDeliveredAlsoAfterARestart) {

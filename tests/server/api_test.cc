@@ -2,15 +2,13 @@
 // clock: every endpoint, its status codes, and every class of bad input.
 #include "server/api.h"
 
-#include <future>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "chronoq/time.h"
 
-#include "support/engine_fixture.h"
+#include "server/api_fixture.h"
 
 namespace chronoq::server {
 namespace {
@@ -19,47 +17,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-class ApiTest : public test::EngineFixture {
- protected:
-  void SetUp() override {
-    EngineFixture::SetUp();
-    api_ = std::make_unique<Api>(*engine_, clock_, [](std::function<void()> fn) { fn(); });
-  }
-  void TearDown() override {
-    api_.reset();
-    engine_.reset();
-  }
-
-  // Starts a request; the future completes when the API answers.
-  std::future<ApiResponse> Start(std::string method, std::string target, std::string body = "") {
-    auto promise = std::make_shared<std::promise<ApiResponse>>();
-    auto future = promise->get_future();
-    api_->Handle({std::move(method), std::move(target), std::move(body)}, [promise](ApiResponse r) {
-      r.Render();
-      promise->set_value(std::move(r));
-    });
-    return future;
-  }
-  ApiResponse Call(std::string method, std::string target, std::string body = "") {
-    return Start(std::move(method), std::move(target), std::move(body)).get();
-  }
-  json Json(const ApiResponse& r) { return json::parse(r.body); }
-
-  // Expects a 4xx error with `code` naming `field`.
-  void ExpectError(const ApiResponse& r, int status, std::string_view code,
-                   std::string_view field = "") {
-    EXPECT_EQ(r.status, status) << r.body;
-    json j = json::parse(r.body, nullptr, false);
-    ASSERT_TRUE(j.is_object()) << r.body;
-    EXPECT_EQ(j["error"]["code"], code) << r.body;
-    if (!field.empty()) {
-      EXPECT_EQ(j["error"].value("field", ""), field) << r.body;
-    }
-    EXPECT_FALSE(j["error"].value("message", "").empty()) << r.body;
-  }
-
-  std::unique_ptr<Api> api_;
-};
+using ApiTest = test::ApiFixture;
 
 TEST_F(ApiTest, TaskLifeCycle) {
   ApiResponse created = Call("POST", "/v1/tasks",
@@ -97,10 +55,6 @@ TEST_F(ApiTest, TaskLifeCycle) {
 }
 
 TEST_F(ApiTest, ATargetIsStoredShownAndReported) {
-  std::vector<std::string> webhook_queues;
-  api_ = std::make_unique<Api>(
-      *engine_, clock_, [](std::function<void()> fn) { fn(); },
-      [&](const std::string& queue) { webhook_queues.push_back(queue); });
   ApiResponse r = Call("POST", "/v1/tasks",
                        R"({"queue":"hooks","target":{"url":"https://h.example/x","method":"PUT",
                            "headers":{"Authorization":"Bearer t"},"timeout_ms":2500}})");
@@ -109,14 +63,14 @@ TEST_F(ApiTest, ATargetIsStoredShownAndReported) {
                                      {"method", "PUT"},
                                      {"headers", {{"Authorization", "Bearer t"}}},
                                      {"timeout_ms", 2500}}));
-  EXPECT_EQ(webhook_queues, std::vector<std::string>{"hooks"});
+  EXPECT_EQ(webhook_queues_, std::vector<std::string>{"hooks"});
   // A plain task reports nothing and shows no target.
   ApiResponse plain = Call("POST", "/v1/tasks", R"({"queue":"q"})");
   EXPECT_FALSE(Json(plain).contains("target"));
-  EXPECT_EQ(webhook_queues.size(), 1u);
+  EXPECT_EQ(webhook_queues_.size(), 1u);
   // Batches report their target queues too.
   Call("POST", "/v1/tasks/batch", R"({"tasks":[{"queue":"more","target":{"url":"http://h"}}]})");
-  EXPECT_EQ(webhook_queues.back(), "more");
+  EXPECT_EQ(webhook_queues_.back(), "more");
   // The lease carries the target to a worker that claims it by hand.
   json lease = Json(Call("POST", "/v1/queues/hooks/claim", "{}"))["tasks"][0];
   EXPECT_EQ(lease["target"]["method"], "PUT");
