@@ -1,6 +1,6 @@
 // chronoq-bench: the load generator of the workloads in BENCHMARKS.md.
 //
-//   chronoq-bench --workload W1|W2|W3|W4|W5|W8|all --target embedded|http
+//   chronoq-bench --workload W1|W2|W3|W4|W5|W8|W-schedule|all --target embedded|http
 //                 [--dir DIR] [-n N] [--runs R] [--concurrency C] [--batch B]
 //                 [--url URL | --chronoqd PATH]
 //
@@ -424,6 +424,43 @@ void RunW3(const Options& o, int64_t n, uint64_t seed) {
   engine.reset();
 }
 
+// Starts two workers on each of `queues`, lets them park, then measures the
+// process's voluntary context switches (wake-ups) and CPU over o.idle_s
+// seconds, leaving out the measuring thread itself. Adds wakeups_per_s and
+// cpu_pct to `j`; complains when a handler ran, since nothing should be due.
+void MeasureIdle(const Options& o, const std::string& workload, chronoq::Engine& engine,
+                 const std::vector<std::string>& queues, json& j) {
+  // Shared with the handlers, which live as long as the engine.
+  auto calls = std::make_shared<std::atomic<int64_t>>(0);
+  chronoq::HandlerOptions ho;
+  ho.concurrency = 2;
+  for (const std::string& q : queues) {
+    Check(engine.RegisterHandler(q, ho,
+                                 [calls](const chronoq::Lease&) {
+                                   calls->fetch_add(1);
+                                   return chronoq::Status::Ok();
+                                 }),
+          "register handler");
+  }
+  engine.Sync();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the workers park
+
+  std::cerr << workload << ": idling " << o.idle_s << " s\n";
+  const pid_t self = static_cast<pid_t>(gettid());
+  const int64_t switches0 = VoluntarySwitches(self);
+  const double cpu0 = CpuSeconds();
+  const auto t0 = SteadyClock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_s));
+  const int64_t switches1 = VoluntarySwitches(self);
+  const double cpu1 = CpuSeconds();
+  const double s = Seconds(SteadyClock::now() - t0);
+  if (calls->load() != 0) {
+    std::cerr << workload << ": handler ran " << calls->load() << " times (expected 0)\n";
+  }
+  j["wakeups_per_s"] = Round(static_cast<double>(switches1 - switches0) / s, 2);
+  j["cpu_pct"] = Round((cpu1 - cpu0) / s * 100.0, 3);
+}
+
 // W4: disk bytes per pending task and resident memory with N tasks.
 void RunW4(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -456,39 +493,88 @@ void RunW4(const Options& o, int64_t n, uint64_t seed) {
 void RunW5(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const fs::path db = DbPath(o, "W5", "");
-  std::atomic<int64_t> calls{0};
   auto engine = OpenFresh(db);
   const auto specs = MakeSpecs("w5", n, std::chrono::hours(1), std::chrono::hours(1), rng);
   std::cerr << "W5: enqueueing " << n << " tasks due in 1 h\n";
   EnqueueBatched(*engine, specs, 1000);
-  chronoq::HandlerOptions ho;
-  ho.concurrency = 2;
-  Check(engine->RegisterHandler("w5", ho,
-                                [&](const chronoq::Lease&) {
-                                  calls.fetch_add(1);
-                                  return chronoq::Status::Ok();
-                                }),
-        "register handler");
-  engine->Sync();
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the workers park
-
-  std::cerr << "W5: idling " << o.idle_s << " s\n";
-  // This thread's own sleep is the harness, not the engine: leave it out.
-  const pid_t self = static_cast<pid_t>(gettid());
-  const int64_t switches0 = VoluntarySwitches(self);
-  const double cpu0 = CpuSeconds();
-  const auto t0 = SteadyClock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(o.idle_s));
-  const int64_t switches1 = VoluntarySwitches(self);
-  const double cpu1 = CpuSeconds();
-  const double s = Seconds(SteadyClock::now() - t0);
-  if (calls.load() != 0) std::cerr << "W5: handler ran " << calls.load() << " times (expected 0)\n";
-
   json j = Line("W5", "embedded", "", n);
-  j["wakeups_per_s"] = Round(static_cast<double>(switches1 - switches0) / s, 2);
-  j["cpu_pct"] = Round((cpu1 - cpu0) / s * 100.0, 3);
+  MeasureIdle(o, "W5", *engine, {"w5"}, j);
   Emit(j);
   engine.reset();
+}
+
+// W-schedule: N recurring schedules, none due for the next hour: how long
+// registering them takes, what they cost on disk and in memory, and what the
+// idle engine costs with workers waiting on their queues.
+void RunWSchedule(const Options& o, int64_t n, uint64_t seed) {
+  constexpr int kCallers = 16;
+  std::mt19937_64 rng(seed);
+  const fs::path db = DbPath(o, "W-schedule", "");
+  OpenFresh(db).reset();
+  const uint64_t empty_bytes = DbBytes(db);
+  const double rss_base = RssMib();
+  auto engine = OpenEngine(db);
+
+  // Half daily cron rules at a random time between 2 and 22 hours from now
+  // (in a few zones), half `every` rules of a day anchored likewise.
+  const auto now = std::chrono::system_clock::now();
+  const auto now_s = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch());
+  const std::vector<std::string> zones = {"UTC", "Asia/Seoul", "America/New_York", "Europe/London"};
+  std::uniform_int_distribution<int64_t> ahead(2 * 3600, 22 * 3600);
+  std::vector<chronoq::ScheduleSpec> specs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    chronoq::ScheduleSpec& s = specs[static_cast<size_t>(i)];
+    s.name = "s" + std::to_string(i);
+    s.queue = "ws" + std::to_string(i % 4);
+    const chronoq::Timestamp first = chronoq::Timestamp(now_s + std::chrono::seconds(ahead(rng)));
+    if (i % 2 == 0) {
+      s.every = std::chrono::hours(24);
+      s.start = first;
+    } else {
+      // The time of day of `first` (UTC), read as local time in the zone;
+      // `start` keeps the first fire at least two hours away.
+      const std::string& zone = zones[static_cast<size_t>(i / 2) % zones.size()];
+      const int64_t tod = (first.time_since_epoch().count() / 1'000'000) % 86'400;
+      s.cron = std::to_string(tod % 60) + " " + std::to_string(tod / 60 % 60) + " " +
+               std::to_string(tod / 3600) + " * * *";
+      s.tz = zone;
+      s.start = chronoq::Timestamp(now_s + std::chrono::hours(2));
+    }
+  }
+  std::cerr << "W-schedule: creating " << n << " schedules from " << kCallers << " threads\n";
+  const auto t0 = SteadyClock::now();
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t) {
+    callers.emplace_back([&, t] {
+      for (size_t i = static_cast<size_t>(t); i < specs.size(); i += kCallers) {
+        Check(engine->CreateSchedule(specs[i]).status(), "create schedule " + specs[i].name);
+      }
+    });
+  }
+  for (std::thread& c : callers) c.join();
+  const double create_s = Seconds(SteadyClock::now() - t0);
+  engine->Sync();
+  // The specs are the harness's memory (about 40 MiB), not the engine's.
+  std::vector<chronoq::ScheduleSpec>().swap(specs);
+  TrimHeap();
+  const double rss = RssMib();
+
+  json j = Line("W-schedule", "embedded", "", n);
+  j["create_per_s"] = Round(static_cast<double>(n) / create_s, 0);
+  j["rss_mib"] = Round(rss, 1);
+  j["rss_base_mib"] = Round(rss_base, 1);  // before the engine was opened
+  engine.reset();
+  j["bytes_per_schedule"] =
+      Round(static_cast<double>(DbBytes(db) - empty_bytes) / static_cast<double>(n), 1);
+  // After a restart the page cache holds only what opening read: what the
+  // schedules themselves cost a running engine.
+  TrimHeap();
+  engine = OpenEngine(db);
+  engine->Sync();
+  j["rss_mib_after_restart"] = Round(RssMib(), 1);
+  MeasureIdle(o, "W-schedule", *engine, {"ws0", "ws1", "ws2", "ws3"}, j);
+  engine.reset();
+  Emit(j);
 }
 
 // W8: N tasks due over 30 days: enqueue time, bytes per task, resident memory,
@@ -554,6 +640,7 @@ constexpr Workload kWorkloads[] = {
     {"W4", 100'000, RunW4, nullptr},
     {"W5", 100'000, RunW5, chronoq::bench::RunHttpW5},
     {"W8", 10'000'000, RunW8, nullptr},
+    {"W-schedule", 100'000, RunWSchedule, nullptr},
 };
 
 }  // namespace
@@ -562,7 +649,7 @@ int main(int argc, char** argv) {
   Options o;
   o.chronoqd = CHRONOQD_PATH;
   CLI::App app{"chronoq load generator: runs the workloads of BENCHMARKS.md"};
-  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W8 or all")->required();
+  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W8, W-schedule or all")->required();
   app.add_option("--target", o.target, "embedded (in-process engine) or http (chronoqd)")
       ->required()
       ->check(CLI::IsMember({"embedded", "http"}));
@@ -614,9 +701,10 @@ int main(int argc, char** argv) {
     selected.push_back(&w);
   }
   if (selected.empty()) {
-    std::cerr << "chronoq-bench: unknown workload '" << o.workload
-              << "': expected W1, W2, W3, W4, W5, W8 or all (W6 and W7 are not implemented "
-                 "yet)\n";
+    std::cerr
+        << "chronoq-bench: unknown workload '" << o.workload
+        << "': expected W1, W2, W3, W4, W5, W8, W-schedule or all (W6 and W7 are not implemented "
+           "yet)\n";
     return 2;
   }
   if (o.workload == "all") {
