@@ -317,6 +317,16 @@ TEST_F(EngineScheduleTest, AnOccurrenceAnotherWriterCreatedFirstIsAdoptedNotDupl
   EXPECT_EQ(engine_->Get(Id(minutes(1)))->payload, R"({"by":"node-2"})");
 }
 
+// Two engines cannot race on one embedded store: the second is refused, so
+// occurrences can only be raced for by writers that go through the id check
+// above (a restart, or several nodes on a shared store).
+TEST_F(EngineScheduleTest, ASecondEngineOnTheSameStoreIsRefused) {
+  Create(Every(minutes(1)));
+  Result<std::unique_ptr<Engine>> second = Engine::Open(Options());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Ids(TaskState::kScheduled), std::vector<std::string>{Id(Duration::zero())});
+}
+
 TEST_F(EngineScheduleTest, AnOccurrenceThatAlreadyRanIsNeverRunAgain) {
   Create(Every(minutes(1)));
   ASSERT_TRUE(engine_->DeleteSchedule("tick").ok());

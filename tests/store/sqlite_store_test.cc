@@ -1398,3 +1398,20 @@ TEST_F(SqliteStoreTest, SchedulesDueBeforeAndListing) {
 
 }  // namespace
 }  // namespace chronoq
+
+namespace chronoq {
+namespace {
+
+TEST_F(SqliteStoreTest, ASecondWriterOnTheSameFileIsRefusedUntilTheFirstCloses) {
+  Result<std::unique_ptr<Store>> second = OpenSqliteStore(path_, Durability::kNormal);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("another chronoq engine"), std::string::npos)
+      << second.status().ToString();
+  store_.reset();
+  second = OpenSqliteStore(path_, Durability::kNormal);
+  EXPECT_TRUE(second.ok()) << second.status().ToString();
+}
+
+}  // namespace
+}  // namespace chronoq

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <string>
@@ -11,7 +12,10 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 namespace chronoq {
 namespace {
@@ -329,6 +333,7 @@ class SqliteStore final : public Store {
     // finalized, which happens right after this body.
     sqlite3_close_v2(writer_);
     sqlite3_close_v2(reader_);
+    if (lock_fd_ >= 0) close(lock_fd_);  // releases the lock
   }
 
   Status Open(const std::string& path, Durability durability) {
@@ -337,6 +342,7 @@ class SqliteStore final : public Store {
     if (!dir.empty()) std::filesystem::create_directories(dir, ec);
     if (ec) return Status::Unavailable("cannot create " + dir.string() + ": " + ec.message());
 
+    CHRONOQ_RETURN_IF_ERROR(LockExclusively(path));
     CHRONOQ_ASSIGN_OR_RETURN(writer_, OpenConnection(path, /*writer=*/true));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, "PRAGMA journal_mode=WAL"));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, durability == Durability::kFull
@@ -358,6 +364,33 @@ class SqliteStore final : public Store {
       Checkpointer();
     });
     return Prepare();
+  }
+
+  // The engine keeps the near future, the counts and the sequence in memory
+  // and assumes it is the store's only writer: a second engine (another
+  // chronoqd on the same --data, or a second Engine::Open in one process)
+  // would silently break both. "<path>.lock" is held with flock() for the
+  // store's life; the kernel drops it when the process dies, so a crash
+  // never leaves it stale. (Not the database file itself: closing any other
+  // descriptor of it would drop SQLite's own POSIX locks.)
+  Status LockExclusively(const std::string& path) {
+    const std::string lock_path = path + ".lock";
+    lock_fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd_ < 0) {
+      return Status::Unavailable("cannot open " + lock_path + ": " + std::strerror(errno));
+    }
+    if (flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      close(lock_fd_);
+      lock_fd_ = -1;
+      if (err == EWOULDBLOCK) {
+        return Status::FailedPrecondition(path + " is open in another chronoq engine (" +
+                                          lock_path +
+                                          " is locked); the embedded store has one writer process");
+      }
+      return Status::Unavailable("cannot lock " + lock_path + ": " + std::strerror(err));
+    }
+    return {};
   }
 
   // Brings an older database up to kSchemaVersion, all or nothing. A newer
@@ -922,6 +955,7 @@ class SqliteStore final : public Store {
   }
 
   const SqliteTuning tuning_;
+  int lock_fd_ = -1;            // "<path>.lock", held with flock() while open
   int signalled_at_pages_ = 0;  // writer thread only: WAL size at the last signal
   sqlite3* writer_ = nullptr;
   sqlite3* reader_ = nullptr;
