@@ -236,6 +236,8 @@ Status EngineImpl::Start() {
   CHRONOQ_RETURN_IF_ERROR(store_->Begin());
   Status s = core_.Recover();
   if (s.ok()) s = core_.CatchUpSchedules();
+  // The catch-up may have moved tasks: their queues' counts go with it.
+  if (s.ok()) s = core_.BeforeCommit();
   if (s.ok()) s = store_->Commit();
   if (!s.ok()) {
     store_->Rollback();

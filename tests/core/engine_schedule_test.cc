@@ -135,6 +135,36 @@ TEST_F(EngineScheduleTest, CronInAZoneGivesUtcInstants) {
                                            expected + std::chrono::hours(48)}));
 }
 
+// New York springs forward on 2026-03-08: 02:30 does not exist that day.
+TEST_F(EngineScheduleTest, ACronScheduleFollowsItsDstGapRule) {
+  clock_.Set(*ParseTime("2026-03-06T12:00:00Z"));
+  ScheduleSpec spec;
+  spec.name = "night";
+  spec.queue = "q";
+  spec.cron = "0 30 2 * * *";
+  spec.tz = "America/New_York";
+  Create(spec);
+  Result<std::vector<Timestamp>> next = engine_->NextOccurrences("night", 3);
+  ASSERT_TRUE(next.ok());
+  // 02:30 EST on the 7th, then the gap day's run at 03:00 EDT (the first
+  // instant after the gap), then 02:30 EDT on the 9th.
+  EXPECT_EQ(*next, (std::vector<Timestamp>{*ParseTime("2026-03-07T07:30:00Z"),
+                                           *ParseTime("2026-03-08T07:00:00Z"),
+                                           *ParseTime("2026-03-09T06:30:00Z")}));
+  spec.dst_gap = DstGap::kSkip;
+  ASSERT_TRUE(engine_->PutSchedule(spec).ok());
+  next = engine_->NextOccurrences("night", 2);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, (std::vector<Timestamp>{*ParseTime("2026-03-07T07:30:00Z"),
+                                           *ParseTime("2026-03-09T06:30:00Z")}));
+  // The occurrences themselves follow: run the 7th's, and the next task is the 9th's.
+  clock_.Set(*ParseTime("2026-03-07T07:30:00Z"));
+  Lease l = ClaimOne();
+  EXPECT_EQ(l.id, "night@2026-03-07T07:30:00.000Z");
+  ASSERT_TRUE(engine_->Ack(l.id, l.token).ok());
+  EXPECT_EQ(Get("night").next_task_id, "night@2026-03-09T06:30:00.000Z");
+}
+
 TEST_F(EngineScheduleTest, OverlapAllowCreatesTheNextOccurrenceAtClaimAndRunsThemTogether) {
   ScheduleSpec spec = Every(minutes(1));
   spec.overlap = Overlap::kAllow;
@@ -259,6 +289,11 @@ TEST_F(EngineScheduleTest, MisfireSkipRunsNoneOfTheMissed) {
   Schedule s = Get();
   EXPECT_EQ(s.next_task_id, Id(minutes(11)));
   EXPECT_EQ(s.skipped, 11);
+  // The dropped occurrence left the queue's counts with it, durably.
+  Restart(Duration::zero());
+  Result<QueueInfo> q = engine_->GetQueue("q");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->counts[static_cast<size_t>(TaskState::kScheduled)], 1);
   Result<std::vector<Lease>> none = engine_->Claim("q", 10, minutes(1));
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
