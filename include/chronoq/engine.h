@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "chronoq/clock.h"
+#include "chronoq/lock.h"
 #include "chronoq/queue.h"
 #include "chronoq/result.h"
 #include "chronoq/schedule.h"
@@ -204,6 +205,22 @@ class Engine {
   // runs finish.
   virtual Result<std::vector<Timestamp>> NextOccurrences(std::string_view name, int count) = 0;
 
+  // --- keyed locks (chronoq/lock.h) -----------------------------------------
+  // Grants the lock on `key` (1-200 bytes of UTF-8 without control
+  // characters) for request.lease, waiting up to request.wait for it.
+  // DeadlineExceeded when the wait passes first (at once for a try-lock);
+  // InvalidArgument names the field ("key", "wait", "lease", "owner").
+  virtual Result<LockGrant> AcquireLock(std::string_view key, const LockRequest& request) = 0;
+  // Frees the lock; the next waiter gets it at once. FailedPrecondition
+  // (field "token") when `token` is not the key's current grant: its lease
+  // lapsed, or it was released.
+  virtual Status ReleaseLock(std::string_view key, uint64_t token) = 0;
+  // Moves the grant's lease end to now + `lease`; FailedPrecondition (field
+  // "token") as for ReleaseLock.
+  virtual Result<LockGrant> ExtendLock(std::string_view key, uint64_t token, Duration lease) = 0;
+  // The key's holder and waiters; a key nobody holds is simply not held.
+  virtual Result<LockInfo> GetLock(std::string_view key) = 0;
+
   // --- in-process workers ---------------------------------------------------
   // Starts a worker pool for `queue`. One pool per queue; AlreadyExists otherwise.
   // Handlers run on the pool's threads until the engine is destroyed, which
@@ -238,8 +255,10 @@ class Engine {
                          DoneStatus done) = 0;
   virtual void ExtendAsync(std::string id, uint64_t token, Duration lease,
                            Done<Timestamp> done) = 0;
-  // Answers every waiting claim at once with no tasks (for a server that is
-  // shutting down); claims made afterwards wait as usual.
+  virtual void AcquireLockAsync(std::string key, LockRequest request, Done<LockGrant> done) = 0;
+  // Answers every waiting claim at once with no tasks, and every waiting lock
+  // acquisition with Unavailable (for a server that is shutting down); later
+  // ones wait as usual.
   virtual void ReleaseWaitingClaims() = 0;
 
   // Returns once everything that was due or submitted before the call has been

@@ -92,6 +92,7 @@ Status Core::Recover() {
                            store_.NextScheduledBucket(DueBucket(Timestamp::min())));
   if (first) beyond_ = BucketStart(*first);
   CHRONOQ_ASSIGN_OR_RETURN(next_purge_, store_.NextPurgeDue());
+  CHRONOQ_RETURN_IF_ERROR(LoadLocks());
   return Refill(clock_.Now());
 }
 
@@ -104,6 +105,18 @@ Status Core::Reload() {
   cycle_stats_ = CycleStats();
   beyond_.reset();
   window_full_ = false;
+  // Held locks come back from the store; waiters stay queued, and keys that
+  // turn out free are handed to them by the next TimedWork.
+  lock_leases_.clear();
+  for (auto it = locks_.begin(); it != locks_.end();) {
+    it->second.held = false;
+    if (it->second.waiters.empty()) {
+      it = locks_.erase(it);
+    } else {
+      lock_handovers_.push_back(it->first);
+      ++it;
+    }
+  }
   return Recover();
 }
 
@@ -636,6 +649,13 @@ void Core::Park(ClaimOp* op) {
 }
 
 void Core::ReleaseParked(const std::string& queue) {
+  if (queue.empty()) {
+    while (!lock_waits_.empty()) {
+      LockOp* op = PopFirstWait();
+      op->result = Status::Unavailable("the engine is stopping");
+      released_.push_back(op);
+    }
+  }
   for (auto it = parked_deadlines_.begin(); it != parked_deadlines_.end();) {
     ClaimOp* op = it->second;
     if (!queue.empty() && op->queue != queue) {
@@ -668,8 +688,8 @@ void Core::ServeParked(int64_t qid, std::vector<Op*>& finished) {
 
 Status Core::TimedWork(std::vector<Op*>& finished) {
   const Timestamp now = clock_.Now();
-  finished.insert(finished.end(), released_.begin(), released_.end());
-  released_.clear();
+  // Also hands over released parked claims and lock waits.
+  CHRONOQ_RETURN_IF_ERROR(LockTimedWork(now, finished));
 
   // Lapsed leases: the worker vanished or is too slow. The attempt was counted
   // at claim time; the task is claimable again at once, or dead if that was
@@ -771,6 +791,9 @@ Timestamp Core::NextWake() const {
     wake = std::min(wake, *beyond_ - options_.lookahead);
   }
   if (next_purge_) wake = std::min(wake, *next_purge_);
+  if (!lock_leases_.empty()) wake = std::min(wake, lock_leases_.begin()->first);
+  if (!lock_waits_.empty()) wake = std::min(wake, lock_waits_.begin()->first);
+  if (!lock_handovers_.empty()) wake = Timestamp::min();
   return wake;
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "chronoq/engine.h"
+#include "chronoq/lock.h"
 #include "chronoq/queue.h"
 #include "chronoq/schedule.h"
 
@@ -114,6 +115,23 @@ class ClaimOp : public Op {
   std::list<ClaimOp*>::iterator parked_at_;
 };
 
+// A lock acquisition that waits for the key to be free (core/locks.cc).
+class LockOp : public Op {
+ public:
+  LockOp(std::string lock_key, LockRequest lock_request, Timestamp wait_until)
+      : key(std::move(lock_key)), request(std::move(lock_request)), deadline(wait_until) {}
+  bool Run(Core& core) override;
+
+  const std::string key;
+  const LockRequest request;
+  const Timestamp deadline;
+  Result<LockGrant> result{LockGrant{}};
+
+ private:
+  friend class Core;
+  std::list<LockOp*>::iterator waiting_at_;
+};
+
 class Core {
  public:
   Core(Store& store, Clock& clock, const EngineOptions& options);
@@ -150,6 +168,15 @@ class Core {
   // Applies the misfire policies to the occurrences that came due while the
   // engine was down. Once, at start, after Recover().
   Status CatchUpSchedules();
+
+  // --- keyed locks (inside the transaction; core/locks.cc) ---
+  // Grants the lock when the key is free (true), answers DeadlineExceeded
+  // when op->deadline has passed (true), or queues `op` behind the holder
+  // (false); TimedWork finishes it later.
+  bool AcquireLock(LockOp* op);
+  Status ReleaseLock(const std::string& key, uint64_t token);
+  Result<LockGrant> ExtendLock(const std::string& key, uint64_t token, Duration lease);
+  LockInfo GetLock(const std::string& key) const;
 
   // --- queues (inside the transaction) ---
   std::vector<QueueInfo> ListQueues() const;
@@ -219,6 +246,28 @@ class Core {
                      Timestamp now);
   Status Refill(Timestamp now);
 
+  // --- keyed locks (core/locks.cc) ---
+  struct LockState {
+    bool held = false;
+    uint64_t token = 0;
+    std::string owner;
+    Timestamp expires;
+    std::list<LockOp*> waiters;  // first come, first served
+  };
+  Status LoadLocks();
+  // Makes the key's lock held by a new grant.
+  Result<LockGrant> Grant(const std::string& key, LockState& lock, const LockRequest& request,
+                          Timestamp now);
+  // The held lock `key` is free: the next waiter gets it (its op is finished
+  // by TimedWork), or the key is forgotten.
+  void HandOver(std::map<std::string, LockState>::iterator it, Timestamp now);
+  // The current grant of `key` with `token`, or FailedPrecondition.
+  Result<LockState*> Held(const std::string& key, uint64_t token);
+  // Removes the waiter whose wait ends first. REQUIRES: !lock_waits_.empty()
+  LockOp* PopFirstWait();
+  // Frees lapsed leases and answers waits that ran out.
+  Status LockTimedWork(Timestamp now, std::vector<Op*>& finished);
+
   // --- schedules (core/schedules.cc) ---
   // A scheduled occurrence was claimed / finished (succeeded, dead or
   // cancelled): the schedule records it and creates its next occurrence
@@ -262,7 +311,14 @@ class Core {
 
   std::unordered_map<int64_t, std::list<ClaimOp*>> parked_;  // per queue, FIFO
   std::set<std::pair<Timestamp, ClaimOp*>> parked_deadlines_;
-  std::vector<Op*> released_;  // parked claims answered outside TimedWork
+  std::vector<Op*> released_;  // parked claims and lock waits answered outside TimedWork
+
+  // Keys with a holder or waiters; a key with neither is erased (a tree, so
+  // erasing gives the memory back).
+  std::map<std::string, LockState> locks_;
+  std::set<std::pair<Timestamp, std::string>> lock_leases_;  // held locks by lease end
+  std::set<std::pair<Timestamp, LockOp*>> lock_waits_;       // waiters by deadline
+  std::vector<std::string> lock_handovers_;                  // keys freed by Reload() with waiters
 };
 
 }  // namespace chronoq

@@ -116,41 +116,47 @@ class AsyncCallOp final : public ResultOp<T> {
   Engine::Done<T> done_;
 };
 
-// A claim whose caller blocks until it is answered.
-class BlockingClaimOp final : public ClaimOp {
+// A waiting op (a claim or a lock acquisition) whose caller blocks until it
+// is answered.
+template <typename Base>
+class BlockingOp final : public Base {
  public:
-  using ClaimOp::ClaimOp;
+  using Base::Base;
   void Finish(const Status& commit) override {
     completion_.Signal([&] {
-      if (!commit.ok()) result = commit;
+      if (!commit.ok()) this->result = commit;
     });
   }
-  Result<std::vector<Lease>> Wait() {
+  auto Wait() {
     completion_.Wait();
-    return std::move(result);
+    return std::move(this->result);
   }
 
  private:
   Completion completion_;
 };
 
-// A claim answered through a callback; deletes itself.
-class AsyncClaimOp final : public ClaimOp {
+// A waiting op answered through a callback; deletes itself.
+template <typename Base, typename T>
+class AsyncOp final : public Base {
  public:
-  AsyncClaimOp(std::string queue_name, int max_tasks, Duration lease_for, Timestamp wait_until,
-               Engine::Done<std::vector<Lease>> done)
-      : ClaimOp(std::move(queue_name), max_tasks, lease_for, wait_until), done_(std::move(done)) {}
+  template <typename... Args>
+  explicit AsyncOp(Engine::Done<T> done, Args&&... args)
+      : Base(std::forward<Args>(args)...), done_(std::move(done)) {}
   void Finish(const Status& commit) override {
-    if (!commit.ok()) result = commit;
-    Result<std::vector<Lease>> answer = std::move(result);
-    Engine::Done<std::vector<Lease>> done = std::move(done_);
+    if (!commit.ok()) this->result = commit;
+    Result<T> answer = std::move(this->result);
+    Engine::Done<T> done = std::move(done_);
     delete this;
     done(std::move(answer));
   }
 
  private:
-  Engine::Done<std::vector<Lease>> done_;
+  Engine::Done<T> done_;
 };
+
+using BlockingClaimOp = BlockingOp<ClaimOp>;
+using AsyncClaimOp = AsyncOp<ClaimOp, std::vector<Lease>>;
 
 Status ValidateId(std::string_view id) {
   if (id.empty()) return Status::InvalidArgument("id", "must not be empty");
@@ -572,7 +578,7 @@ void EngineImpl::ClaimAsync(std::string queue, int max, Duration lease, Duration
                             Done<std::vector<Lease>> done) {
   Result<Timestamp> deadline = ValidateClaim(queue, max, lease, wait);
   if (!deadline.ok()) return done(deadline.status());
-  Submit(new AsyncClaimOp(std::move(queue), max, lease, *deadline, std::move(done)));
+  Submit(new AsyncClaimOp(std::move(done), std::move(queue), max, lease, *deadline));
 }
 
 void EngineImpl::ReleaseWaitingClaims() {
@@ -796,6 +802,74 @@ Result<std::vector<Timestamp>> EngineImpl::NextOccurrences(std::string_view name
   }
   return Call<std::vector<Timestamp>>(
       [name = std::string(name), count](Core& core) { return core.NextOccurrences(name, count); });
+}
+
+}  // namespace chronoq
+
+// --- keyed locks -------------------------------------------------------------------
+namespace chronoq {
+namespace {
+
+Status ValidateLockKey(std::string_view key) {
+  if (key.size() > kMaxLockKeyBytes) return Status::InvalidArgument("key", "longer than 200 bytes");
+  return ValidateText(key, "key");
+}
+
+Status ValidateLeaseFor(Duration lease) {
+  if (lease < kMinLockLease) return Status::InvalidArgument("lease", "must be at least 1 ms");
+  if (lease > kMaxLockLease) return Status::InvalidArgument("lease", "must be at most 7 days");
+  return {};
+}
+
+Status ValidateLockRequest(std::string_view key, const LockRequest& request) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
+  if (request.wait < Duration::zero())
+    return Status::InvalidArgument("wait", "must not be negative");
+  if (request.wait > kMaxLockWait) return Status::InvalidArgument("wait", "must be at most 1 hour");
+  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseFor(request.lease));
+  if (request.owner.size() > kMaxLockOwnerBytes) {
+    return Status::InvalidArgument("owner", "longer than 200 bytes");
+  }
+  if (!request.owner.empty()) CHRONOQ_RETURN_IF_ERROR(ValidateText(request.owner, "owner"));
+  return {};
+}
+
+using BlockingLockOp = BlockingOp<LockOp>;
+using AsyncLockOp = AsyncOp<LockOp, LockGrant>;
+
+}  // namespace
+
+Result<LockGrant> EngineImpl::AcquireLock(std::string_view key, const LockRequest& request) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLockRequest(key, request));
+  BlockingLockOp op(std::string(key), request, clock_.Now() + request.wait);
+  Submit(&op);
+  return op.Wait();
+}
+
+void EngineImpl::AcquireLockAsync(std::string key, LockRequest request, Done<LockGrant> done) {
+  if (Status s = ValidateLockRequest(key, request); !s.ok()) return done(s);
+  const Timestamp deadline = clock_.Now() + request.wait;
+  Submit(new AsyncLockOp(std::move(done), std::move(key), std::move(request), deadline));
+}
+
+Status EngineImpl::ReleaseLock(std::string_view key, uint64_t token) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
+  return CallStatus(
+      [key = std::string(key), token](Core& core) { return core.ReleaseLock(key, token); });
+}
+
+Result<LockGrant> EngineImpl::ExtendLock(std::string_view key, uint64_t token, Duration lease) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseFor(lease));
+  return Call<LockGrant>([key = std::string(key), token, lease](Core& core) {
+    return core.ExtendLock(key, token, lease);
+  });
+}
+
+Result<LockInfo> EngineImpl::GetLock(std::string_view key) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
+  return Call<LockInfo>(
+      [key = std::string(key)](Core& core) -> Result<LockInfo> { return core.GetLock(key); });
 }
 
 }  // namespace chronoq

@@ -66,6 +66,11 @@ class EngineImpl final : public Engine {
   Status DeleteSchedule(std::string_view name) override;
   Result<Schedule> PauseSchedule(std::string_view name, bool paused) override;
   Result<std::vector<Timestamp>> NextOccurrences(std::string_view name, int count) override;
+  Result<LockGrant> AcquireLock(std::string_view key, const LockRequest& request) override;
+  Status ReleaseLock(std::string_view key, uint64_t token) override;
+  Result<LockGrant> ExtendLock(std::string_view key, uint64_t token, Duration lease) override;
+  Result<LockInfo> GetLock(std::string_view key) override;
+  void AcquireLockAsync(std::string key, LockRequest request, Done<LockGrant> done) override;
   EngineStats Stats() override;
   void Sync() override;
 

@@ -105,6 +105,12 @@ Status ValidateTaskId(std::string_view id, std::string_view field) {
   if (id[0] == '_') {
     return Status::InvalidArgument(field, "must not start with '_' (reserved for generated ids)");
   }
+  return ValidateText(id, field);
+}
+
+Status ValidateText(std::string_view text, std::string_view field) {
+  if (text.empty()) return Status::InvalidArgument(field, "must not be empty");
+  const std::string_view id = text;
   for (size_t i = 0; i < id.size();) {
     const size_t n = Utf8SequenceLength(id, i);
     if (n == 0) return Status::InvalidArgument(field, "not valid UTF-8");

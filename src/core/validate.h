@@ -35,6 +35,8 @@ Status ValidateQueueName(std::string_view queue, std::string_view field = "queue
 // Queue and schedule names: only A-Z a-z 0-9 _ - . :
 Status ValidateNameChars(std::string_view name, std::string_view field);
 Status ValidateTaskId(std::string_view id, std::string_view field = "id");
+// Non-empty UTF-8 without control characters (ids, lock keys, owners).
+Status ValidateText(std::string_view text, std::string_view field);
 Status ValidatePayload(std::string_view payload, std::string_view field = "payload");
 Status ValidateLease(Duration lease, std::string_view field = "lease");
 // A due instant must lie between 1970 and 100 years from now.

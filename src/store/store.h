@@ -99,6 +99,15 @@ struct QueueRow {
   std::array<int64_t, 5> counts{};  // by TaskState
 };
 
+// A held keyed lock (chronoq/lock.h). Only held locks are stored; waiters
+// live in memory and retry after a restart.
+struct LockRow {
+  std::string key;
+  uint64_t token = 0;
+  std::string owner;
+  Timestamp expires;
+};
+
 // What PurgeFinished deleted: rows in all, and how many per (queue, state).
 struct Purged {
   struct Count {
@@ -164,6 +173,13 @@ class Store {
   virtual Result<std::vector<ScheduleRow>> ListSchedules(std::optional<int64_t> qid,
                                                          const std::string& after_name,
                                                          int limit) = 0;
+
+  // --- keyed locks (writer) ---
+  // Inserts or replaces the lock row of row.key.
+  virtual Status SaveLock(const LockRow& row) = 0;
+  virtual Status DeleteLock(const std::string& key) = 0;
+  // Every held lock (as many as are held: few).
+  virtual Result<std::vector<LockRow>> LoadLocks() = 0;
 
   // Inserts a new row. Returns false (and writes nothing) when row.name is
   // already taken.

@@ -69,6 +69,9 @@ class FaultyStore final : public Store {
                                                  int limit) override {
     return inner_->ListSchedules(qid, after_name, limit);
   }
+  Status SaveLock(const LockRow& row) override { return inner_->SaveLock(row); }
+  Status DeleteLock(const std::string& key) override { return inner_->DeleteLock(key); }
+  Result<std::vector<LockRow>> LoadLocks() override { return inner_->LoadLocks(); }
   Result<bool> Insert(const TaskRow& row) override { return inner_->Insert(row); }
   Status Overwrite(const TaskRow& row) override { return inner_->Overwrite(row); }
   Status Delete(int64_t seq) override { return inner_->Delete(seq); }

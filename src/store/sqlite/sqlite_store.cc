@@ -88,6 +88,11 @@ CREATE TABLE IF NOT EXISTS schedules(
   created INTEGER NOT NULL,
   updated INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS schedules_next ON schedules(next_at) WHERE next_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS locks(
+  key TEXT PRIMARY KEY,
+  token INTEGER NOT NULL,
+  owner TEXT NOT NULL,
+  expires INTEGER NOT NULL) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 4), ('next_token', 1);
 )sql";
 
@@ -702,6 +707,25 @@ class SqliteStore final : public Store {
     return ScheduleRows(s.Bind(3, static_cast<int64_t>(limit)), "list schedules");
   }
 
+  Status SaveLock(const LockRow& r) override {
+    Stmt& s = w_.lock_save.Reset().Bind(1, r.key).Bind(2, static_cast<int64_t>(r.token));
+    return s.Bind(3, r.owner).Bind(4, r.expires).Run("save lock");
+  }
+  Status DeleteLock(const std::string& key) override {
+    return w_.lock_delete.Reset().Bind(1, key).Run("delete lock");
+  }
+  Result<std::vector<LockRow>> LoadLocks() override {
+    std::vector<LockRow> out;
+    Stmt& s = w_.locks.Reset();
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), s.Text(2), FromMicros(s.Int(3))});
+    }
+    s.Reset();
+    if (rc != SQLITE_DONE) return SqlError(writer_, "load locks");
+    return out;
+  }
+
   Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) override {
     std::lock_guard lock(reader_mu_);
     return QueryOne<ReadRow>(r_.by_seq.Reset().Bind(1, seq), reader_, "read task", ReadRowOf);
@@ -943,6 +967,10 @@ class SqliteStore final : public Store {
         {&w_.schedule_by_name, schedule_by_name_sql.c_str()},
         {&w_.schedules_due, schedules_due_sql.c_str()},
         {&w_.schedules_list, schedules_list_sql.c_str()},
+        {&w_.lock_save,
+         "INSERT OR REPLACE INTO locks(key, token, owner, expires) VALUES(?1,?2,?3,?4)"},
+        {&w_.lock_delete, "DELETE FROM locks WHERE key=?1"},
+        {&w_.locks, "SELECT key, token, owner, expires FROM locks"},
         {&w_.next_purge,
          "SELECT " CHRONOQ_BUCKET " FROM tasks WHERE state=?1 ORDER BY " CHRONOQ_BUCKET " LIMIT 1"},
     };
@@ -967,6 +995,7 @@ class SqliteStore final : public Store {
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
     Stmt schedule_insert, schedule_save, schedule_delete, schedule_by_sid, schedule_by_name,
         schedules_due, schedules_list;
+    Stmt lock_save, lock_delete, locks;
   } w_;  // engine loop thread only
   std::mutex reader_mu_;
   struct ReaderStatements {
