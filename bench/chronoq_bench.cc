@@ -1,6 +1,6 @@
 // chronoq-bench: the load generator of the workloads in BENCHMARKS.md.
 //
-//   chronoq-bench --workload W1|W2|W3|W4|W5|W8|W-schedule|all --target embedded|http
+//   chronoq-bench --workload W1|W2|W3|W4|W5|W7|W8|W-schedule|all --target embedded|http
 //                 [--dir DIR] [-n N] [--runs R] [--concurrency C] [--batch B]
 //                 [--url URL | --chronoqd PATH]
 //
@@ -577,6 +577,55 @@ void RunWSchedule(const Options& o, int64_t n, uint64_t seed) {
   Emit(j);
 }
 
+// W7: keyed locks. Uncontended: 16 clients acquire and release locks on
+// distinct keys (each key used once: N keys in all, so the memory figure
+// after shows whether keys are forgotten). Contended: 8 clients take turns on
+// one key, N/4 pairs. Pairs per second for both.
+void RunW7(const Options& o, int64_t n, uint64_t) {
+  constexpr int kClients = 16;
+  constexpr int kContenders = 8;
+  const fs::path db = DbPath(o, "W7", "");
+  const double rss_base = RssMib();
+  auto engine = OpenFresh(db);
+  engine->Sync();
+  const double rss_open = RssMib();
+
+  auto run = [&](int clients, int64_t pairs, auto key_of) {
+    std::vector<std::thread> threads;
+    const auto t0 = SteadyClock::now();
+    for (int c = 0; c < clients; ++c) {
+      threads.emplace_back([&, c] {
+        chronoq::LockRequest req;
+        req.wait = std::chrono::hours(1);
+        for (int64_t i = c; i < pairs; i += clients) {
+          const std::string key = key_of(i);
+          auto grant = Check(engine->AcquireLock(key, req), "acquire " + key);
+          Check(engine->ReleaseLock(key, grant.token), "release " + key);
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return static_cast<double>(pairs) / Seconds(SteadyClock::now() - t0);
+  };
+  std::cerr << "W7: " << n << " acquire+release pairs on distinct keys, " << kClients
+            << " clients\n";
+  const double uncontended = run(kClients, n, [](int64_t i) { return "w7-" + std::to_string(i); });
+  engine->Sync();
+  TrimHeap();
+  const double rss_after = RssMib();
+  std::cerr << "W7: " << n / 4 << " pairs on one key, " << kContenders << " clients\n";
+  const double contended = run(kContenders, n / 4, [](int64_t) { return std::string("w7-hot"); });
+
+  json j = Line("W7", "embedded", "", n);
+  j["uncontended_pairs_per_s"] = Round(uncontended, 0);
+  j["contended_pairs_per_s"] = Round(contended, 0);
+  j["rss_base_mib"] = Round(rss_base, 1);
+  j["rss_open_mib"] = Round(rss_open, 1);                  // the engine open, no lock taken yet
+  j["rss_after_distinct_keys_mib"] = Round(rss_after, 1);  // after n keys locked and released
+  Emit(j);
+  engine.reset();
+}
+
 // W8: N tasks due over 30 days: enqueue time, bytes per task, resident memory,
 // restart time.
 void RunW8(const Options& o, int64_t n, uint64_t seed) {
@@ -639,6 +688,7 @@ constexpr Workload kWorkloads[] = {
     {"W3", 5'000, RunW3, chronoq::bench::RunHttpW3},
     {"W4", 100'000, RunW4, nullptr},
     {"W5", 100'000, RunW5, chronoq::bench::RunHttpW5},
+    {"W7", 100'000, RunW7, nullptr},
     {"W8", 10'000'000, RunW8, nullptr},
     {"W-schedule", 100'000, RunWSchedule, nullptr},
 };
@@ -649,7 +699,8 @@ int main(int argc, char** argv) {
   Options o;
   o.chronoqd = CHRONOQD_PATH;
   CLI::App app{"chronoq load generator: runs the workloads of BENCHMARKS.md"};
-  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W8, W-schedule or all")->required();
+  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W7, W8, W-schedule or all")
+      ->required();
   app.add_option("--target", o.target, "embedded (in-process engine) or http (chronoqd)")
       ->required()
       ->check(CLI::IsMember({"embedded", "http"}));
@@ -701,10 +752,9 @@ int main(int argc, char** argv) {
     selected.push_back(&w);
   }
   if (selected.empty()) {
-    std::cerr
-        << "chronoq-bench: unknown workload '" << o.workload
-        << "': expected W1, W2, W3, W4, W5, W8, W-schedule or all (W6 and W7 are not implemented "
-           "yet)\n";
+    std::cerr << "chronoq-bench: unknown workload '" << o.workload
+              << "': expected W1, W2, W3, W4, W5, W7, W8, W-schedule or all (W6 is not implemented "
+                 "yet)\n";
     return 2;
   }
   if (o.workload == "all") {
