@@ -66,6 +66,11 @@ struct EngineStats {
   uint64_t failed = 0;    // failed attempts (fail() or lapsed lease), whether retried or buried
   uint64_t dead = 0;      // tasks that went dead
   uint64_t commits = 0;
+  // Keyed locks now (as of the last commit): keys in memory (held or waited
+  // for; a key with neither is forgotten), locks held, acquisitions waiting.
+  uint64_t lock_keys = 0;
+  uint64_t locks_held = 0;
+  uint64_t lock_waiters = 0;
   // Bucket upper bounds and cumulative counts (Prometheus style: counts[i] =
   // observations <= bounds[i]; the last count is +Inf = total), plus sum.
   struct Histogram {

@@ -204,6 +204,9 @@ class Core {
   Timestamp NextWake() const;
 
   size_t window_size() const { return window_.size(); }
+  size_t lock_keys() const { return locks_.size(); }
+  size_t locks_held() const { return lock_leases_.size(); }
+  size_t lock_waiters() const { return lock_waits_.size(); }
   size_t running() const { return leases_.size(); }
 
  private:

@@ -362,6 +362,9 @@ void EngineImpl::RunCycle(std::vector<Op*>& batch) {
 void EngineImpl::RecordCycle(const CycleStats& cycle, size_t ops) {
   const size_t ops_bucket = BucketOf(kCommitOpsBounds, static_cast<double>(ops));
   std::lock_guard lock(stats_mu_);
+  stats_.lock_keys = core_.lock_keys();
+  stats_.locks_held = core_.locks_held();
+  stats_.lock_waiters = core_.lock_waiters();
   stats_.enqueued += cycle.enqueued;
   stats_.acked += cycle.acked;
   stats_.failed += cycle.failed;
@@ -385,6 +388,9 @@ EngineStats EngineImpl::Stats() {
   out.failed = t.failed;
   out.dead = t.dead;
   out.commits = t.commits;
+  out.lock_keys = t.lock_keys;
+  out.locks_held = t.locks_held;
+  out.lock_waiters = t.lock_waiters;
   out.commit_ops = MakeHistogram(kCommitOpsBounds, t.commit_ops, t.commit_ops_sum);
   out.dispatch_lateness_s = MakeHistogram(kLatenessBounds, t.lateness, t.lateness_sum);
   return out;

@@ -131,6 +131,7 @@ class EngineImpl final : public Engine {
   // cumulative (Stats() sums them up).
   struct StatsTotals {
     uint64_t enqueued = 0, acked = 0, failed = 0, dead = 0, commits = 0;
+    uint64_t lock_keys = 0, locks_held = 0, lock_waiters = 0;  // gauges
     std::array<uint64_t, kCommitOpsBounds.size() + 1> commit_ops{};
     double commit_ops_sum = 0;
     std::array<uint64_t, kLatenessBounds.size() + 1> lateness{};

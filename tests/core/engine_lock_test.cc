@@ -164,6 +164,29 @@ TEST_F(EngineLockTest, ALeaseThatEndedWhileDownIsFreeAfterRestart) {
   EXPECT_TRUE(engine_->AcquireLock("k", {}).ok());
 }
 
+// No sweeper: a key nobody holds or waits for is forgotten at once.
+TEST_F(EngineLockTest, KeysNobodyHoldsLeaveNothingBehind) {
+  for (int i = 0; i < 2000; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    ASSERT_TRUE(engine_->ReleaseLock(key, Acquire(key, seconds(i % 2 == 0 ? 30 : 1)).token).ok());
+  }
+  Acquire("held", seconds(5));
+  Acquire("lapses", seconds(1));
+  Waiter w = Wait("held", seconds(2));
+  engine_->Sync();
+  EngineStats s = engine_->Stats();
+  EXPECT_EQ(s.lock_keys, 2u);
+  EXPECT_EQ(s.locks_held, 2u);
+  EXPECT_EQ(s.lock_waiters, 1u);
+  clock_.Advance(seconds(2));  // "lapses" lapses, the wait runs out
+  engine_->Sync();
+  EXPECT_EQ(w.Get().status().code(), StatusCode::kDeadlineExceeded);
+  s = engine_->Stats();
+  EXPECT_EQ(s.lock_keys, 1u);
+  EXPECT_EQ(s.locks_held, 1u);
+  EXPECT_EQ(s.lock_waiters, 0u);
+}
+
 TEST_F(EngineLockTest, ReleasingWaitingCallsAnswersLockWaitersUnavailable) {
   Acquire("k");
   Waiter w = Wait("k", seconds(600));
