@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -10,9 +11,11 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -20,9 +23,14 @@
 #include <nlohmann/json.hpp>
 
 #include "chronoq/cron.h"
+#include "chronoq/lock.h"
 #include "chronoq/time.h"
 
 #include "cli/http_client.h"
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #ifndef CHRONOQ_VERSION
 #define CHRONOQ_VERSION "unknown"
@@ -262,6 +270,35 @@ struct Reply {
   json body;        // parsed; an empty body reads as {}
 };
 
+// The `error` object of a chronoq error answer, or null.
+json ErrorOf(const std::string& raw) {
+  const json body = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  const json error = Member(body, "error");
+  return error.is_object() ? error : json();
+}
+
+// "not_found: task share:42 does not exist (field id)", or for a body that
+// is not chronoq's error shape, "HTTP 502: <first line>".
+std::string DescribeError(const Reply& reply) {
+  if (const json e = ErrorOf(reply.raw); !e.is_null()) {
+    std::string text = Show(e, "code") + ": " + Show(e, "message");
+    if (const json field = Member(e, "field");
+        field.is_string() && !field.get<std::string>().empty()) {
+      text += " (field " + field.get<std::string>() + ")";
+    }
+    return text;
+  }
+  std::string line = reply.raw.substr(0, reply.raw.find('\n'));
+  if (line.size() > 200) line = line.substr(0, 200) + "...";
+  return "HTTP " + std::to_string(reply.status) + (line.empty() ? "" : ": " + line);
+}
+
+// The code of a chronoq error answer ("stale_token"), or "".
+std::string ErrorCodeOf(const Reply& reply) {
+  const json code = Member(ErrorOf(reply.raw), "code");
+  return code.is_string() ? code.get<std::string>() : "";
+}
+
 // One invocation's connection, credentials and output mode.
 class Session {
  public:
@@ -272,9 +309,10 @@ class Session {
   bool json_output() const { return json_output_; }
   HttpClient& client() { return client_; }
 
-  // Sends a request. On success (2xx with a JSON body) fills `reply` and
-  // returns kExitOk; otherwise prints the error and returns the exit code.
-  int Call(std::string_view method, const std::string& target, const json* body, Reply& reply) {
+  // Sends a request with the session's headers and credentials; prints
+  // nothing. Errors: InvalidArgument when `body` is not valid UTF-8, else
+  // those of HttpClient::Send (no answer arrived).
+  Result<HttpResponse> Send(std::string_view method, const std::string& target, const json* body) {
     HttpHeaders headers = {{"Accept", "application/json"},
                            {"User-Agent", "chronoq/" CHRONOQ_VERSION}};
     std::string text;
@@ -283,20 +321,28 @@ class Session {
       try {
         text = body->dump();
       } catch (const json::type_error&) {
-        io_.err << "error: arguments must be valid UTF-8\n";
-        return kExitUsage;
+        return Status(StatusCode::kInvalidArgument, "arguments must be valid UTF-8");
       }
     }
     if (!token_.empty()) headers.emplace_back("Authorization", "Bearer " + token_);
-    Result<HttpResponse> r = client_.Send(method, target, text, headers);
+    return client_.Send(method, target, text, headers);
+  }
+
+  // Sends a request. On success (2xx with a JSON body) fills `reply` and
+  // returns kExitOk; otherwise prints the error and returns the exit code.
+  // With `report_errors` false an error answer (kExitServerError) is left to
+  // the caller, in `reply`, unprinted (see ReportError()).
+  int Call(std::string_view method, const std::string& target, const json* body, Reply& reply,
+           bool report_errors = true) {
+    Result<HttpResponse> r = Send(method, target, body);
     if (!r.ok()) {
       io_.err << "error: " << r.status().message() << "\n";
-      return kExitUnreachable;
+      return r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitUnreachable;
     }
     reply.status = r->status;
     reply.raw = std::move(r->body);
     if (reply.status < 200 || reply.status > 299) {
-      PrintServerError(reply);
+      if (report_errors) ReportError(reply);
       return kExitServerError;
     }
     if (reply.raw.empty()) {
@@ -331,25 +377,10 @@ class Session {
     if (raw.back() != '\n') io_.out << "\n";
   }
 
- private:
-  // "error: not_found: task share:42 does not exist (field id)", or for a
-  // body that is not chronoq's error shape, "error: HTTP 502: <first line>".
-  void PrintServerError(const Reply& reply) {
-    const json body = json::parse(reply.raw, nullptr, /*allow_exceptions=*/false);
-    if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-      const json& e = body["error"];
-      io_.err << "error: " << Show(e, "code") << ": " << Show(e, "message");
-      if (e.contains("field") && e["field"].is_string() && !e["field"].get<std::string>().empty()) {
-        io_.err << " (field " << e["field"].get<std::string>() << ")";
-      }
-      io_.err << "\n";
-      return;
-    }
-    std::string line = reply.raw.substr(0, reply.raw.find('\n'));
-    if (line.size() > 200) line = line.substr(0, 200) + "...";
-    io_.err << "error: HTTP " << reply.status << (line.empty() ? "" : ": " + line) << "\n";
-  }
+  // "error: " and DescribeError(reply).
+  void ReportError(const Reply& reply) { io_.err << "error: " << DescribeError(reply) << "\n"; }
 
+ private:
   const CliIo& io_;
   HttpClient& client_;
   const std::string token_;
@@ -455,6 +486,10 @@ struct Args {
   std::string misfire;
   int max_catchup = 0;
   std::string overlap;
+  std::string key;
+  std::string lock_wait = "5s";
+  std::string owner;
+  std::vector<std::string> command;
 };
 
 bool Given(const CLI::Option* opt) { return opt != nullptr && opt->count() > 0; }
@@ -533,6 +568,240 @@ Status PutWhen(const Args& a, When when, json& body) {
     CHRONOQ_ASSIGN_OR_RETURN(body["delay_ms"], ParseMillis(a.delay, "--delay"));
   }
   return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// chronoq lock: runs a command while holding a lock.
+
+std::string LockPath(const std::string& key) { return "/v1/locks/" + PercentEncode(key); }
+
+// A duration flag in milliseconds between `min` and `max` (`range` says so).
+Result<int64_t> ParseMillisIn(std::string_view text, std::string_view flag, Duration min,
+                              Duration max, std::string_view range) {
+  CHRONOQ_ASSIGN_OR_RETURN(const int64_t ms, ParseMillis(text, flag));
+  if (std::chrono::milliseconds(ms) < min || std::chrono::milliseconds(ms) > max) {
+    return Status::InvalidArgument(flag, range);
+  }
+  return ms;
+}
+
+// Ignores SIGINT and SIGQUIT for its lifetime, as system(3) does while its
+// command runs: a Ctrl-C in the terminal reaches the command (it is in the
+// same process group), which ends, and chronoq lives on to release the lock.
+class IgnoreInterrupts {
+ public:
+  IgnoreInterrupts() {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGINT, &ignore, &old_int_);
+    sigaction(SIGQUIT, &ignore, &old_quit_);
+  }
+  ~IgnoreInterrupts() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGQUIT, &old_quit_, nullptr);
+  }
+  IgnoreInterrupts(const IgnoreInterrupts&) = delete;
+  IgnoreInterrupts& operator=(const IgnoreInterrupts&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_quit_ {};
+};
+
+// Starts `argv` (looked up in PATH) with chronoq's stdio, its environment plus
+// `extra_env` ("NAME=value", replacing a variable of that name), and SIGINT
+// and SIGQUIT at their defaults. Returns 0 and sets `pid`, or an errno value.
+int Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+          pid_t& pid) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view var(*e);
+    const bool replaced = std::any_of(extra_env.begin(), extra_env.end(), [&](const auto& x) {
+      return var.starts_with(std::string_view(x).substr(0, x.find('=') + 1));
+    });
+    if (!replaced) env.push_back(*e);
+  }
+  for (const std::string& e : extra_env) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGQUIT);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  const int rc = posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), env.data());
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+// Waits for `pid` to end; returns its exit status, or 128 + the signal that
+// killed it (as shells report it).
+int AwaitExit(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 128;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Extends a lock every third of its lease on a thread of its own until
+// Stop(). A failed extension is retried at the next turn; a stale token means
+// the lock is lost, which is reported and ends the extending.
+// Uses the session (its client and io.err) alone while it runs: the caller
+// must not touch either between Start() and Stop().
+class LeaseKeeper {
+ public:
+  LeaseKeeper(Session& session, std::string key, uint64_t token, int64_t lease_ms)
+      : session_(session),
+        key_(std::move(key)),
+        body_({{"token", token}, {"lease_ms", lease_ms}}),
+        interval_(std::max<int64_t>(lease_ms / 3, 1)) {}
+  ~LeaseKeeper() { Stop(); }
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  // Stops extending; returns false when the lock was lost meanwhile.
+  bool Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return !lost_;
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, interval_, [this] { return stop_; })) {
+      lock.unlock();
+      const bool held = ExtendOnce();
+      lock.lock();
+      if (!held) {
+        lost_ = true;
+        return;
+      }
+    }
+  }
+
+  // Returns false when the lock is lost.
+  bool ExtendOnce() {
+    std::ostream& err = session_.io().err;
+    Result<HttpResponse> r = session_.Send("POST", LockPath(key_) + "/extend", &body_);
+    if (!r.ok()) {
+      err << "warning: cannot extend the lock on " << key_ << ": " << r.status().message()
+          << " (retrying)\n";
+      return true;
+    }
+    if (r->status >= 200 && r->status <= 299) return true;
+    const Reply reply{.status = r->status, .raw = std::move(r->body)};
+    if (reply.status == 409 && ErrorCodeOf(reply) == "stale_token") {
+      err << "warning: lost the lock on " << key_ << " (" << DescribeError(reply)
+          << "); the command keeps running without it\n";
+      return false;
+    }
+    err << "warning: cannot extend the lock on " << key_ << ": " << DescribeError(reply)
+        << " (retrying)\n";
+    return true;
+  }
+
+  Session& session_;
+  const std::string key_;
+  const json body_;
+  const std::chrono::milliseconds interval_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  bool lost_ = false;  // written by the thread; read after join
+};
+
+// chronoq lock KEY [--wait DUR] [--lease DUR] [--owner NAME] -- CMD ARGS...
+int RunLocked(Session& s, const Args& a, const CLI::Option* owner) {
+  const CliIo& io = s.io();
+  CHRONOQ_CLI_ASSIGN_OR_USAGE(const int64_t wait_ms,
+                              ParseMillisIn(a.lock_wait, "--wait", Duration::zero(), kMaxLockWait,
+                                            "must be between 0 and 1h"),
+                              io);
+  CHRONOQ_CLI_ASSIGN_OR_USAGE(
+      const int64_t lease_ms,
+      ParseMillisIn(a.lease, "--lease", kMinLockLease, kMaxLockLease, "must be between 1ms and 7d"),
+      io);
+  json body = {{"wait_ms", wait_ms}, {"lease_ms", lease_ms}};
+  if (Given(owner)) body["owner"] = a.owner;
+
+  // The server holds the request for up to the whole wait.
+  const Duration timeout = s.client().timeout();
+  s.client().set_timeout(timeout + std::chrono::milliseconds(wait_ms));
+  Reply acquired;
+  const int code =
+      s.Call("POST", LockPath(a.key) + "/acquire", &body, acquired, /*report_errors=*/false);
+  s.client().set_timeout(timeout);
+  if (code == kExitServerError && acquired.status == 409 &&
+      ErrorCodeOf(acquired) == "lock_wait_timeout") {
+    io.err << "error: " << a.key << " is locked: not acquired within " << a.lock_wait << "; "
+           << a.command.front() << " not run\n";
+    return kExitLockBusy;
+  }
+  if (code == kExitServerError) s.ReportError(acquired);
+  if (code != kExitOk) return code;
+  const uint64_t token = acquired.body.at("token").get<uint64_t>();
+
+  int status = 0;
+  bool held = true;
+  {
+    const IgnoreInterrupts ignore_interrupts;
+    io.out.flush();
+    io.err.flush();
+    pid_t pid = 0;
+    const int spawn_error =
+        Spawn(a.command,
+              {"CHRONOQ_LOCK_KEY=" + a.key, "CHRONOQ_LOCK_TOKEN=" + std::to_string(token)}, pid);
+    if (spawn_error != 0) {
+      io.err << "error: cannot run " << a.command.front() << ": "
+             << std::error_code(spawn_error, std::generic_category()).message() << "\n";
+      status = spawn_error == ENOENT ? 127 : 126;  // as shells say "not found", "cannot execute"
+    } else {
+      LeaseKeeper keeper(s, a.key, token, lease_ms);
+      keeper.Start();
+      status = AwaitExit(pid);
+      held = keeper.Stop();
+    }
+  }
+  if (held) {
+    const json release = {{"token", token}};
+    Reply released;
+    if (s.Call("POST", LockPath(a.key) + "/release", &release, released,
+               /*report_errors=*/false) == kExitServerError) {
+      io.err << "warning: cannot release the lock on " << a.key << ": " << DescribeError(released)
+             << "\n";
+    }
+  }
+  return status;
+}
+
+void PrintLock(std::ostream& out, const json& l) {
+  const bool held = Member(l, "held") == true;
+  std::vector<std::vector<std::string>> rows = {{"key", Show(l, "key")},
+                                                {"held", held ? "yes" : "no"}};
+  if (held) {
+    rows.push_back({"owner", Show(l, "owner")});
+    rows.push_back({"expires_at", Show(l, "expires_at")});
+  }
+  rows.push_back({"waiters", Show(l, "waiters")});
+  for (auto& row : rows) row[0] += ":";
+  PrintTable(out, rows);
 }
 
 std::vector<Command> AddCommands(CLI::App& app, Args& a) {
@@ -737,6 +1006,33 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
       return s.Simple("POST", TaskPath(a.id) + "/extend", &body, [&](const Reply& r) {
         io.out << "extended " << a.id << ", lease until " << Show(r.body, "lease_until") << "\n";
       });
+    });
+  }
+
+  // Locks.
+  {
+    CLI::App* cmd = app.add_subcommand(
+        "lock", "Run a command while holding a lock: chronoq lock KEY [options] -- CMD ARGS...");
+    cmd->add_option("key", a.key, "Lock key")->type_name("KEY")->required();
+    cmd->add_option("command", a.command, "The command and its arguments (after --)")
+        ->type_name("CMD")
+        ->required();
+    cmd->add_option("--wait", a.lock_wait, "Wait this long for the lock (0: try once)")
+        ->type_name("DUR")
+        ->capture_default_str();
+    cmd->add_option("--lease", a.lease, "Lease, extended every third of it while CMD runs")
+        ->type_name("DUR")
+        ->capture_default_str();
+    CLI::Option* owner =
+        cmd->add_option("--owner", a.owner, "Shown to others by lock-info")->type_name("NAME");
+    add(cmd, [&a, owner](Session& s) { return RunLocked(s, a, owner); });
+  }
+  {
+    CLI::App* cmd = app.add_subcommand("lock-info", "Show a lock's holder and waiters");
+    cmd->add_option("key", a.key, "Lock key")->type_name("KEY")->required();
+    add(cmd, [&a](Session& s) {
+      return s.Simple("GET", LockPath(a.key), nullptr,
+                      [&](const Reply& r) { PrintLock(s.io().out, r.body); });
     });
   }
 
@@ -1063,7 +1359,8 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
       "Global options (before or after the command): --url, --token-file, --json, --timeout.\n"
       "Environment: CHRONOQ_URL (default for --url), CHRONOQ_TOKEN (the API token).\n"
       "Exit codes: 0 ok, 1 the server answered with an error, 2 bad command line,\n"
-      "3 the server could not be reached.");
+      "3 the server could not be reached; `lock` exits with its command's status,\n"
+      "or 75 when the lock stayed busy.");
   CLI::Option* url =
       app.add_option("--url", a.url, "Server URL (default " + std::string(kDefaultUrl) + ")")
           ->type_name("URL");

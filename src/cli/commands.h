@@ -24,6 +24,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitServerError = 1;  // the server answered with an error
 inline constexpr int kExitUsage = 2;        // bad command line; nothing was sent
 inline constexpr int kExitUnreachable = 3;  // no answer: connection refused, timeout, ...
+// `lock`: the lock stayed held by another for the whole --wait (EX_TEMPFAIL);
+// otherwise `lock` exits with its command's status.
+inline constexpr int kExitLockBusy = 75;
 
 // What a command may read and write besides the network.
 struct CliIo {

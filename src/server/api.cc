@@ -19,19 +19,6 @@ ApiResponse JsonResponse(int status, std::string body) {
   return r;
 }
 
-// A Done callback that answers with `write(body, value)` or the error.
-// The body is rendered later, off the engine's loop thread (ApiResponse::render).
-template <typename T, typename Write>
-Engine::Done<T> Reply(Respond respond, Write write, int status = 200) {
-  return [respond = std::move(respond), write = std::move(write), status](Result<T> r) {
-    if (!r.ok()) return respond(ErrorResponse(r.status()));
-    ApiResponse out;
-    out.status = status;
-    out.render = [write, value = std::move(*r)](std::string& body) { write(body, value); };
-    respond(std::move(out));
-  };
-}
-
 Engine::Done<Task> ReplyTask(Respond respond) {
   return Reply<Task>(std::move(respond),
                      [](std::string& body, const Task& t) { AppendTask(body, t); });
@@ -76,18 +63,18 @@ std::vector<std::string_view> SplitPath(std::string_view path) {
   return segments;
 }
 
-// {token} with `more` fields read by the caller; checks the token range.
-Status ReadToken(ObjectReader& r, uint64_t& token) {
-  std::optional<int64_t> t;
-  CHRONOQ_RETURN_IF_ERROR(r.Required("token"));
-  CHRONOQ_RETURN_IF_ERROR(r.Int("token", t, 1, INT64_MAX));
-  token = static_cast<uint64_t>(*t);
-  return {};
+// The errors with a code of their own, found by code and field.
+bool IsStaleToken(const Status& status) {
+  return status.code() == StatusCode::kFailedPrecondition && status.field() == "token";
+}
+bool IsLockWaitTimeout(const Status& status) {
+  return status.code() == StatusCode::kDeadlineExceeded && status.field() == "wait_ms";
 }
 
 }  // namespace
 
 int HttpStatusOf(const Status& status) {
+  if (IsLockWaitTimeout(status)) return 409;
   switch (status.code()) {
     case StatusCode::kOk:
       return 200;
@@ -113,9 +100,8 @@ int HttpStatusOf(const Status& status) {
 
 std::string_view WireCodeOf(const Status& status) {
   if (status.code() == StatusCode::kAlreadyExists) return "conflict";
-  if (status.code() == StatusCode::kFailedPrecondition && status.field() == "token") {
-    return "stale_token";
-  }
+  if (IsStaleToken(status)) return "stale_token";
+  if (IsLockWaitTimeout(status)) return "lock_wait_timeout";
   return StatusCodeName(status.code());
 }
 
@@ -286,6 +272,23 @@ void Api::Dispatch(const ApiRequest& request, const Respond& respond) {
         if (verb == "next") {
           if (allows("GET")) NextOccurrences(*name, query, respond);
           return;
+        }
+      }
+    }
+    if (seg[1] == "locks" && seg.size() >= 3) {
+      Result<std::string> key = PercentDecode(seg[2], "key", false);
+      if (!key.ok()) return fail(key.status());
+      if (seg.size() == 3) {
+        if (allows("GET")) GetLock(*key, respond);
+        return;
+      }
+      if (seg.size() == 4) {
+        const std::string_view verb = seg[3];
+        if (verb == "acquire" || verb == "release" || verb == "extend") {
+          if (!allows("POST")) return;
+          if (verb == "acquire") return AcquireLock(*key, request.body, respond);
+          if (verb == "release") return ReleaseLock(*key, request.body, respond);
+          return ExtendLock(*key, request.body, respond);
         }
       }
     }

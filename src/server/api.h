@@ -97,6 +97,11 @@ class Api {
   void PauseSchedule(const std::string& name, bool paused, const std::string& body,
                      const Respond& respond);
   void NextOccurrences(const std::string& name, std::string_view query, const Respond& respond);
+  // api_locks.cc
+  void AcquireLock(const std::string& key, const std::string& body, const Respond& respond);
+  void ReleaseLock(const std::string& key, const std::string& body, const Respond& respond);
+  void ExtendLock(const std::string& key, const std::string& body, const Respond& respond);
+  void GetLock(const std::string& key, const Respond& respond);
   // Answers with the schedule (or the error); tells on_webhook_queue_ about a
   // schedule with a target, whose occurrences chronoqd must deliver.
   void RespondSchedule(const Result<Schedule>& schedule, int status, const Respond& respond);
@@ -110,10 +115,25 @@ class Api {
 
 // The HTTP status and wire code for an engine error: InvalidArgument 400
 // "invalid_argument", NotFound 404, AlreadyExists 409 "conflict", a stale
-// token 409 "stale_token", another FailedPrecondition 409, Unavailable 503...
+// token (FailedPrecondition on field "token") 409 "stale_token", another
+// FailedPrecondition 409, a lock wait that ran out (DeadlineExceeded on field
+// "wait_ms") 409 "lock_wait_timeout", Unavailable 503...
 int HttpStatusOf(const Status& status);
 std::string_view WireCodeOf(const Status& status);
 ApiResponse ErrorResponse(const Status& status);
+
+// A Done callback that answers with `write(body, value)` or the error.
+// The body is rendered later, off the engine's loop thread (ApiResponse::render).
+template <typename T, typename Write>
+Engine::Done<T> Reply(Respond respond, Write write, int status = 200) {
+  return [respond = std::move(respond), write = std::move(write), status](Result<T> r) {
+    if (!r.ok()) return respond(ErrorResponse(r.status()));
+    ApiResponse out;
+    out.status = status;
+    out.render = [write, value = std::move(*r)](std::string& body) { write(body, value); };
+    respond(std::move(out));
+  };
+}
 
 // Calls `on(key, value)` for each `key=value` of a query string (the value
 // percent-decoded, '+' a space; empty pairs skipped) until one fails.

@@ -228,6 +228,14 @@ Status ObjectReader::Finish() const {
   return {};
 }
 
+Status ReadToken(ObjectReader& r, uint64_t& token) {
+  std::optional<int64_t> t;
+  CHRONOQ_RETURN_IF_ERROR(r.Required("token"));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("token", t, 1, INT64_MAX));
+  token = static_cast<uint64_t>(*t);
+  return {};
+}
+
 Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix) {
   if (!object.is_object()) {
     std::string where = prefix.empty() ? "body" : prefix.substr(0, prefix.size() - 1);
@@ -553,6 +561,31 @@ void AppendLease(std::string& out, const Lease& lease) {
     out += ",\"target\":";
     AppendTarget(out, *lease.target);
   }
+  out += '}';
+}
+
+void AppendLockGrant(std::string& out, std::string_view key, const LockGrant& grant) {
+  out += "{\"key\":";
+  AppendString(out, key);
+  out += ",\"token\":";
+  out += std::to_string(grant.token);
+  out += ",\"expires_at\":";
+  AppendTime(out, grant.expires_at);
+  out += '}';
+}
+
+void AppendLockInfo(std::string& out, const LockInfo& info) {
+  out += "{\"key\":";
+  AppendString(out, info.key);
+  out += ",\"held\":";
+  out += info.held ? "true" : "false";
+  out += ",\"owner\":";
+  AppendOptional(out, info.held && !info.owner.empty() ? std::optional(info.owner) : std::nullopt,
+                 AppendString);
+  out += ",\"expires_at\":";
+  AppendOptional(out, info.held ? info.expires_at : std::nullopt, AppendTime);
+  out += ",\"waiters\":";
+  out += std::to_string(info.waiters);
   out += '}';
 }
 

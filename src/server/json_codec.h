@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chronoq/lock.h"
 #include "chronoq/result.h"
 #include "chronoq/schedule.h"
 #include "chronoq/task.h"
@@ -65,6 +66,9 @@ class ObjectReader {
   std::vector<std::string> read_;
 };
 
+// The required `token` of a lease or lock: an integer from 1 to 2^63-1.
+Status ReadToken(ObjectReader& r, uint64_t& token);
+
 // POST /v1/tasks and each element of POST /v1/tasks/batch.
 Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix);
 // A task's `target`: {url, method?, headers?: {name: value}, timeout_ms?}.
@@ -110,6 +114,11 @@ void AppendPage(std::string& out, std::string_view key, const std::vector<T>& it
 void AppendLease(std::string& out, const Lease& lease);
 void AppendTarget(std::string& out, const WebhookTarget& target);
 void AppendSchedule(std::string& out, const Schedule& schedule);
+// {"key":...,"token":N,"expires_at":...}: a lock grant on `key`.
+void AppendLockGrant(std::string& out, std::string_view key, const LockGrant& grant);
+// {"key":...,"held":bool,"owner":string|null,"expires_at":time|null,"waiters":N};
+// owner is null unless held with a non-empty owner.
+void AppendLockInfo(std::string& out, const LockInfo& info);
 // {"error":{"code":...,"message":...,"field":...}}; the field only when set.
 std::string ErrorBody(std::string_view code, const Status& status);
 

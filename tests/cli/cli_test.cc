@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@
 #include "cli/commands.h"
 #include "cli/http_client.h"
 #include "support/test_http_server.h"
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace chronoq::cli {
@@ -1062,6 +1066,213 @@ TEST_F(CliTest, CronNextRejectsBadExpressionsZonesAndCounts) {
   ExpectUsageError({"cron", "next", "* * * * *", "--tz", "Mars/Olympus"}, "tz");
   ExpectUsageError({"cron", "next", "* * * * *", "--count", "0"}, "--count");
   ExpectUsageError({"cron", "next", "* * * * *", "--from", "soon"}, "--from");
+}
+
+// ---------------------------------------------------------------------------
+// lock
+
+// A scripted lock server: grants token 7 on "k", answers extends and
+// releases, and records what the lock's command had done by each request.
+class CliLockTest : public CliTest {
+ protected:
+  CliLockTest() {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("chronoq-cli-lock-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    std::filesystem::create_directories(dir_);
+    marker_ = (dir_ / "ran").string();
+    fifo_ = (dir_ / "fifo").string();
+    EXPECT_EQ(::mkfifo(fifo_.c_str(), 0600), 0);
+    // A reader may close the FIFO between WakeReader()'s open and write.
+    ::signal(SIGPIPE, SIG_IGN);
+    server_.SetHandler([this](const Request& r) { return Handle(r); });
+  }
+  ~CliLockTest() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  // Writes a line to the FIFO if a reader has it open (never blocks).
+  bool WakeReader() const {
+    const int fd = ::open(fifo_.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd < 0) return false;  // ENXIO: nobody reads yet, or any more
+    const bool wrote = ::write(fd, "x\n", 2) == 2;
+    ::close(fd);
+    return wrote;
+  }
+
+  Response Handle(const Request& r) {
+    std::lock_guard lock(mu_);
+    seen_.push_back({r.target, std::filesystem::exists(marker_)});
+    if (r.target.ends_with("/acquire")) return acquire_;
+    if (r.target.ends_with("/extend")) {
+      // The command waits on the FIFO until an extension came; with
+      // stale_extend_ the extension that woke it is refused.
+      const bool woke = WakeReader();
+      if (woke && stale_extend_) return Error(409, "stale_token", "lease lapsed", "token");
+      return Answer(200, {{"key", "k"}, {"token", 7}, {"expires_at", "2026-11-22T00:01:00.000Z"}});
+    }
+    return Answer(200, json::object());
+  }
+
+  // The targets requested so far and whether the command had run by then.
+  std::vector<std::pair<std::string, bool>> Seen() {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+
+  static inline int counter_ = 0;
+  std::filesystem::path dir_;
+  std::string marker_;  // the commands create it
+  std::string fifo_;
+  std::mutex mu_;
+  Response acquire_ =
+      Answer(200, {{"key", "k"}, {"token", 7}, {"expires_at", "2026-11-22T00:00:30.000Z"}});
+  bool stale_extend_ = false;
+  std::vector<std::pair<std::string, bool>> seen_;
+};
+
+TEST_F(CliLockTest, RunsTheCommandWhileHoldingTheLockAndExitsWithItsStatus) {
+  ASSERT_EQ(
+      Run({"lock", "k", "--owner", "me", "--", "sh", "-c",
+           "touch " + marker_ +
+               R"( && test "$CHRONOQ_LOCK_KEY" = k && test "$CHRONOQ_LOCK_TOKEN" = 7 && exit 3)"}),
+      3)
+      << err();
+  EXPECT_THAT(err(), IsEmpty());
+  EXPECT_THAT(out(), IsEmpty());
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].target, "/v1/locks/k/acquire");
+  EXPECT_EQ(BodyOf(requests[0]), json({{"wait_ms", 5000}, {"lease_ms", 30000}, {"owner", "me"}}));
+  EXPECT_EQ(requests[1].target, "/v1/locks/k/release");
+  EXPECT_EQ(BodyOf(requests[1]), json({{"token", 7}}));
+  // Acquired before the command ran; released after it ended.
+  EXPECT_EQ(Seen(), (std::vector<std::pair<std::string, bool>>{{"/v1/locks/k/acquire", false},
+                                                               {"/v1/locks/k/release", true}}));
+}
+
+TEST_F(CliLockTest, SendsWaitLeaseAndAnEncodedKey) {
+  EXPECT_EQ(Run({"lock", "a b/c", "--wait", "0", "--lease", "2m", "--", "true"}), kExitOk) << err();
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].target, "/v1/locks/a%20b%2Fc/acquire");
+  EXPECT_EQ(BodyOf(requests[0]), json({{"wait_ms", 0}, {"lease_ms", 120000}}));
+  EXPECT_EQ(requests[1].target, "/v1/locks/a%20b%2Fc/release");
+}
+
+TEST_F(CliLockTest, ACommandKilledByASignalExitsWith128PlusTheSignal) {
+  EXPECT_EQ(Run({"lock", "k", "--", "sh", "-c", "kill -TERM $$"}), 128 + SIGTERM) << err();
+  ASSERT_EQ(server_.requests().size(), 2u);
+  EXPECT_EQ(server_.requests()[1].target, "/v1/locks/k/release");
+}
+
+TEST_F(CliLockTest, ABusyLockExits75WithoutRunningTheCommand) {
+  acquire_ =
+      Error(409, "lock_wait_timeout", "the lock is still held after waiting 0 ms", "wait_ms");
+  EXPECT_EQ(Run({"lock", "k", "--wait", "0", "--", "touch", marker_}), kExitLockBusy);
+  EXPECT_EQ(err(), "error: k is locked: not acquired within 0; touch not run\n");
+  EXPECT_FALSE(std::filesystem::exists(marker_));
+  EXPECT_EQ(OnlyRequest().target, "/v1/locks/k/acquire");
+}
+
+TEST_F(CliLockTest, OtherAcquireErrorsExitOneWithoutRunningTheCommand) {
+  acquire_ = Error(400, "invalid_argument", "key: contains a control character", "key");
+  EXPECT_EQ(Run({"lock", "k", "--", "touch", marker_}), kExitServerError);
+  EXPECT_EQ(err(), "error: invalid_argument: key: contains a control character (field key)\n");
+  EXPECT_FALSE(std::filesystem::exists(marker_));
+  EXPECT_EQ(server_.requests().size(), 1u);
+}
+
+TEST_F(CliLockTest, AnUnreachableServerExitsThree) {
+  std::string url;
+  {
+    test::TestHttpServer gone;
+    url = gone.url();
+  }
+  env_["CHRONOQ_URL"] = url;
+  EXPECT_EQ(Run({"lock", "k", "--", "touch", marker_}), kExitUnreachable);
+  EXPECT_THAT(err(), HasSubstr("connection refused"));
+  EXPECT_FALSE(std::filesystem::exists(marker_));
+}
+
+TEST_F(CliLockTest, ExtendsTheLeaseWhileTheCommandRuns) {
+  // The command ends only once an extension has reached the server (the
+  // timeout only turns a missing extension into a failure instead of a hang).
+  EXPECT_EQ(
+      Run({"lock", "k", "--lease", "30ms", "--", "timeout", "60", "sh", "-c", "read x < " + fifo_}),
+      kExitOk)
+      << err();
+  EXPECT_THAT(err(), IsEmpty());
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_GE(requests.size(), 3u);
+  EXPECT_EQ(requests.front().target, "/v1/locks/k/acquire");
+  for (size_t i = 1; i + 1 < requests.size(); ++i) {
+    EXPECT_EQ(requests[i].target, "/v1/locks/k/extend");
+    EXPECT_EQ(BodyOf(requests[i]), json({{"token", 7}, {"lease_ms", 30}}));
+  }
+  EXPECT_EQ(requests.back().target, "/v1/locks/k/release");
+}
+
+TEST_F(CliLockTest, ALostLockIsReportedButTheCommandFinishes) {
+  stale_extend_ = true;
+  EXPECT_EQ(Run({"lock", "k", "--lease", "30ms", "--", "timeout", "60", "sh", "-c",
+                 "read x < " + fifo_ + " && touch " + marker_ + " && exit 4"}),
+            4);
+  EXPECT_THAT(err(), HasSubstr("warning: lost the lock on k (stale_token: lease lapsed"));
+  EXPECT_TRUE(std::filesystem::exists(marker_));
+  // No release for a lock that is gone, and no more extensions.
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_GE(requests.size(), 2u);
+  EXPECT_EQ(requests.back().target, "/v1/locks/k/extend");
+}
+
+TEST_F(CliLockTest, ACommandThatCannotStartExits127AndReleases) {
+  EXPECT_EQ(Run({"lock", "k", "--", "/nonexistent/chronoq-test-cmd"}), 127);
+  EXPECT_THAT(err(), HasSubstr("error: cannot run /nonexistent/chronoq-test-cmd: "));
+  ASSERT_EQ(server_.requests().size(), 2u);
+  EXPECT_EQ(server_.requests()[1].target, "/v1/locks/k/release");
+}
+
+TEST_F(CliLockTest, BadLockCommandLinesExitTwoAndSendNothing) {
+  ExpectUsageError({"lock"}, "key is required");
+  ExpectUsageError({"lock", "k"}, "command is required");
+  ExpectUsageError({"lock", "k", "--"}, "command is required");
+  ExpectUsageError({"lock", "k", "--wait", "soon", "--", "true"}, "error: --wait:");
+  ExpectUsageError({"lock", "k", "--wait", "2h", "--", "true"},
+                   "error: --wait: must be between 0 and 1h");
+  ExpectUsageError({"lock", "k", "--lease", "0", "--", "true"},
+                   "error: --lease: must be between 1ms and 7d");
+  ExpectUsageError({"lock", "k", "--lease", "8d", "--", "true"}, "error: --lease:");
+  ExpectUsageError({"lock", "k", "--bogus", "--", "true"}, "--bogus");
+  ExpectUsageError({"lock-info"}, "key is required");
+}
+
+TEST_F(CliTest, LockInfoShowsTheHolderAndWaiters) {
+  AnswerAll(Answer(200, {{"key", "a/b"},
+                         {"held", true},
+                         {"owner", "worker-3"},
+                         {"expires_at", "2026-11-22T00:00:30.000Z"},
+                         {"waiters", 2}}));
+  ASSERT_EQ(Run({"lock-info", "a/b"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().method, "GET");
+  EXPECT_EQ(OnlyRequest().target, "/v1/locks/a%2Fb");
+  EXPECT_EQ(out(),
+            "key:         a/b\n"
+            "held:        yes\n"
+            "owner:       worker-3\n"
+            "expires_at:  2026-11-22T00:00:30.000Z\n"
+            "waiters:     2\n");
+
+  AnswerAll(Answer(200, {{"key", "k"},
+                         {"held", false},
+                         {"owner", nullptr},
+                         {"expires_at", nullptr},
+                         {"waiters", 0}}));
+  ASSERT_EQ(Run({"lock-info", "k"}), kExitOk) << err();
+  EXPECT_EQ(out(), "key:      k\nheld:     no\nwaiters:  0\n");
+  ASSERT_EQ(Run({"--json", "lock-info", "k"}), kExitOk) << err();
+  EXPECT_EQ(json::parse(out())["held"], false);
 }
 
 }  // namespace

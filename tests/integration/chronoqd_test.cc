@@ -301,6 +301,40 @@ TEST_F(ChronoqdTest, TheCliManagesSchedules) {
   EXPECT_THAT(out, ::testing::HasSubstr("not_found"));
 }
 
+TEST_F(ChronoqdTest, TheCliRunsCommandsUnderALock) {
+  Launch();
+  auto [rc, out] = RunCli(server_->url(), "lock k -- sh -c 'exit 0'");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(Json(Send("GET", "/v1/locks/k"))["held"], false);
+  std::tie(rc, out) = RunCli(server_->url(), "lock k -- sh -c 'exit 3'");
+  EXPECT_EQ(rc, 3) << out;
+
+  // Held by an HTTP client: a try-lock exits 75 without running its command.
+  HttpResponse held =
+      Send("POST", "/v1/locks/k/acquire", R"({"wait_ms":0,"lease_ms":60000,"owner":"http"})");
+  ASSERT_EQ(held.status, 200) << held.body;
+  std::tie(rc, out) = RunCli(server_->url(), "lock k --wait 0 -- sh -c 'echo ran'");
+  EXPECT_EQ(rc, 75) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("k is locked"));
+  EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("ran")));
+  std::tie(rc, out) = RunCli(server_->url(), "lock-info k");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_THAT(out, ::testing::HasSubstr("http"));
+
+  // A waiting CLI gets the lock once the holder releases it.
+  std::pair<int, std::string> waited;
+  std::thread waiter(
+      [&] { waited = RunCli(server_->url(), "lock k --wait 60s -- sh -c 'echo ran'"); });
+  EXPECT_TRUE(test::Eventually([&] { return Json(Send("GET", "/v1/locks/k"))["waiters"] == 1; }));
+  EXPECT_EQ(
+      Send("POST", "/v1/locks/k/release", json({{"token", Json(held)["token"]}}).dump()).status,
+      200);
+  waiter.join();
+  EXPECT_EQ(waited.first, 0) << waited.second;
+  EXPECT_EQ(waited.second, "ran\n");
+  EXPECT_EQ(Json(Send("GET", "/v1/locks/k"))["held"], false);
+}
+
 TEST_F(ChronoqdTest, WebhooksAreDeliveredAlsoAfterARestart) {
   test::TestHttpServer receiver;
   Launch();

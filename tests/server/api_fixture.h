@@ -69,6 +69,20 @@ class ApiFixture : public EngineFixture {
     EXPECT_FALSE(j["error"].value("message", "").empty()) << r.body;
   }
 
+  // One bad request and the error it must get (ExpectError's arguments).
+  struct ErrorCase {
+    std::string method, target, body;
+    int status;
+    std::string code, field;
+  };
+  // Sends each case and expects its error.
+  void ExpectErrors(const std::vector<ErrorCase>& cases) {
+    for (const ErrorCase& c : cases) {
+      SCOPED_TRACE(c.method + " " + c.target + " " + c.body.substr(0, 80));
+      ExpectError(Call(c.method, c.target, c.body), c.status, c.code, c.field);
+    }
+  }
+
   std::unique_ptr<server::Api> api_;
   std::vector<std::string> webhook_queues_;
 };

@@ -276,12 +276,7 @@ TEST_F(ApiSchedulesTest, EngineCallsRunOnTheBlockingPool) {
 }
 
 TEST_F(ApiSchedulesTest, BadInputIsRejectedByFieldAndChangesNothing) {
-  struct Case {
-    std::string method, target, body;
-    int status;
-    std::string code, field;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<ErrorCase> cases = {
       {"POST", "/v1/schedules", "{", 400, "invalid_argument", "body"},
       {"POST", "/v1/schedules", "[]", 400, "invalid_argument", "body"},
       {"POST", "/v1/schedules", R"({"queue":"q","every_ms":1000})", 400, "invalid_argument",
@@ -378,10 +373,7 @@ TEST_F(ApiSchedulesTest, BadInputIsRejectedByFieldAndChangesNothing) {
       {"POST", "/v1/schedules/a/next", "", 405, "method_not_allowed", ""},
       {"GET", "/v1/schedules/a/b/c", "", 404, "not_found", ""},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.method + " " + c.target + " " + c.body);
-    ExpectError(Call(c.method, c.target, c.body), c.status, c.code, c.field);
-  }
+  ExpectErrors(cases);
   ApiResponse schedules = Call("GET", "/v1/schedules");
   ASSERT_EQ(schedules.status, 200) << schedules.body;
   EXPECT_EQ(Json(schedules)["schedules"].size(), 0u) << schedules.body;

@@ -226,13 +226,8 @@ TEST_F(ApiTest, RetryRevivesADeadTask) {
 }
 
 TEST_F(ApiTest, BadInputIsRejectedByFieldAndChangesNothing) {
-  struct Case {
-    std::string method, target, body;
-    int status;
-    std::string code, field;
-  };
   const std::string deep = std::string(100, '[') + std::string(100, ']');
-  const std::vector<Case> cases = {
+  const std::vector<ErrorCase> cases = {
       {"POST", "/v1/tasks", "{", 400, "invalid_argument", "body"},
       {"POST", "/v1/tasks", "[]", 400, "invalid_argument", "body"},
       {"POST", "/v1/tasks", R"({"payload":1})", 400, "invalid_argument", "queue"},
@@ -282,10 +277,7 @@ TEST_F(ApiTest, BadInputIsRejectedByFieldAndChangesNothing) {
       {"GET", "/v1/nothing", "", 404, "not_found", ""},
       {"PUT", "/v1/tasks", "", 405, "method_not_allowed", ""},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.method + " " + c.target + " " + c.body.substr(0, 80));
-    ExpectError(Call(c.method, c.target, c.body), c.status, c.code, c.field);
-  }
+  ExpectErrors(cases);
   ApiResponse listed = Call("GET", "/v1/tasks");
   EXPECT_EQ(Json(listed)["tasks"].size(), 0u) << listed.body;
 }

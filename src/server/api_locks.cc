@@ -1,0 +1,100 @@
+// The keyed lock endpoints. An acquisition may wait up to an hour for the
+// lock, so it goes through AcquireLockAsync and is answered from the engine's
+// loop; it never holds an I/O thread or a blocking-pool thread. Release,
+// extend and the read block on a commit (or on the engine's loop), so they run
+// on the blocking pool. Request bodies are checked before, on the I/O thread,
+// and bad ones are answered at once. The key is the percent-decoded path
+// segment; the engine checks it (field "key").
+#include "chronoq/lock.h"
+
+#include "server/api.h"
+#include "server/json_codec.h"
+
+namespace chronoq::server {
+namespace {
+
+int64_t Millis(Duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+// {wait_ms, lease_ms, owner?}
+Result<LockRequest> ParseAcquireBody(const std::string& body) {
+  CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  ObjectReader r(json);
+  std::optional<Duration> wait, lease;
+  std::optional<std::string> owner;
+  CHRONOQ_RETURN_IF_ERROR(r.Required("wait_ms"));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("wait_ms", wait, Duration::zero(), kMaxLockWait));
+  CHRONOQ_RETURN_IF_ERROR(r.Required("lease_ms"));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("lease_ms", lease, kMinLockLease, kMaxLockLease));
+  CHRONOQ_RETURN_IF_ERROR(r.String("owner", owner, kMaxLockOwnerBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  return LockRequest{.wait = *wait, .lease = *lease, .owner = owner.value_or("")};
+}
+
+// {token} for a release, {token, lease_ms} for an extension (`lease` set).
+Status ParseTokenBody(const std::string& body, uint64_t& token, std::optional<Duration>* lease) {
+  CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  ObjectReader r(json);
+  CHRONOQ_RETURN_IF_ERROR(ReadToken(r, token));
+  if (lease != nullptr) {
+    CHRONOQ_RETURN_IF_ERROR(r.Required("lease_ms"));
+    CHRONOQ_RETURN_IF_ERROR(r.Millis("lease_ms", *lease, kMinLockLease, kMaxLockLease));
+  }
+  return r.Finish();
+}
+
+// The engine says DeadlineExceeded when the wait ran out; on the wire that is
+// 409 "lock_wait_timeout", tagged with the field whose time ran out.
+Status WireError(const Status& status, Duration wait) {
+  if (status.code() != StatusCode::kDeadlineExceeded) return status;
+  return Status(StatusCode::kDeadlineExceeded,
+                "the lock is still held after waiting " + std::to_string(Millis(wait)) + " ms",
+                "wait_ms");
+}
+
+}  // namespace
+
+void Api::AcquireLock(const std::string& key, const std::string& body, const Respond& respond) {
+  Result<LockRequest> request = ParseAcquireBody(body);
+  if (!request.ok()) return respond(ErrorResponse(request.status()));
+  const Duration wait = request->wait;
+  Engine::Done<LockGrant> reply = Reply<LockGrant>(
+      respond,
+      [key](std::string& out, const LockGrant& grant) { AppendLockGrant(out, key, grant); });
+  engine_.AcquireLockAsync(key, std::move(*request),
+                           [reply = std::move(reply), wait](Result<LockGrant> grant) {
+                             if (!grant.ok()) return reply(WireError(grant.status(), wait));
+                             reply(std::move(grant));
+                           });
+}
+
+void Api::ReleaseLock(const std::string& key, const std::string& body, const Respond& respond) {
+  uint64_t token = 0;
+  if (Status s = ParseTokenBody(body, token, nullptr); !s.ok()) return respond(ErrorResponse(s));
+  run_blocking_([this, key, token, respond] {
+    const Status s = engine_.ReleaseLock(key, token);
+    if (!s.ok()) return respond(ErrorResponse(s));
+    ApiResponse out;
+    out.body = "{}";
+    respond(std::move(out));
+  });
+}
+
+void Api::ExtendLock(const std::string& key, const std::string& body, const Respond& respond) {
+  uint64_t token = 0;
+  std::optional<Duration> lease;
+  if (Status s = ParseTokenBody(body, token, &lease); !s.ok()) return respond(ErrorResponse(s));
+  run_blocking_([this, key, token, lease = *lease, respond] {
+    Reply<LockGrant>(respond, [key](std::string& out, const LockGrant& grant) {
+      AppendLockGrant(out, key, grant);
+    })(engine_.ExtendLock(key, token, lease));
+  });
+}
+
+void Api::GetLock(const std::string& key, const Respond& respond) {
+  run_blocking_(
+      [this, key, respond] { Reply<LockInfo>(respond, AppendLockInfo)(engine_.GetLock(key)); });
+}
+
+}  // namespace chronoq::server
