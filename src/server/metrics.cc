@@ -9,9 +9,17 @@ void Header(std::string& out, std::string_view name, std::string_view type, std:
   fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
-void Counter(std::string& out, std::string_view name, std::string_view help, uint64_t value) {
-  Header(out, name, "counter", help);
+// One unlabelled sample of a counter or gauge.
+void Sample(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+            uint64_t value) {
+  Header(out, name, type, help);
   fmt::format_to(std::back_inserter(out), "{} {}\n", name, value);
+}
+void Counter(std::string& out, std::string_view name, std::string_view help, uint64_t value) {
+  Sample(out, name, "counter", help, value);
+}
+void Gauge(std::string& out, std::string_view name, std::string_view help, uint64_t value) {
+  Sample(out, name, "gauge", help, value);
 }
 
 // Label values escape backslash, double quote and newline.
@@ -69,6 +77,9 @@ std::string RenderMetrics(const EngineStats& stats, const std::vector<QueueInfo>
           stats.failed);
   Counter(out, "chronoq_tasks_dead_total", "Tasks that went dead.", stats.dead);
   Counter(out, "chronoq_commits_total", "Store commits.", stats.commits);
+  Gauge(out, "chronoq_locks_held", "Keyed locks held.", stats.locks_held);
+  Gauge(out, "chronoq_lock_waiters", "Lock acquisitions waiting.", stats.lock_waiters);
+  Gauge(out, "chronoq_lock_keys", "Lock keys in memory (held or waited for).", stats.lock_keys);
   Histogram(out, "chronoq_commit_ops", "Operations per commit (group commit batch size).",
             stats.commit_ops);
   Histogram(out, "chronoq_dispatch_lateness_seconds", "Time from a task's run_at to its claim.",

@@ -329,6 +329,8 @@ TEST_F(ApiTest, QueueSettingsPauseAndResume) {
 TEST_F(ApiTest, MetricsAreInPrometheusTextFormat) {
   Add();
   Call("POST", "/v1/queues/q/claim", "{}");
+  ASSERT_TRUE(engine_->AcquireLock("k", {}).ok());
+  engine_->Sync();  // the gauges are those of the last commit
   ApiResponse r = Call("GET", "/metrics");
   ASSERT_EQ(r.status, 200);
   EXPECT_THAT(r.content_type, HasSubstr("text/plain; version=0.0.4"));
@@ -337,6 +339,9 @@ TEST_F(ApiTest, MetricsAreInPrometheusTextFormat) {
   EXPECT_THAT(r.body, HasSubstr("chronoq_tasks_enqueued_total 1\n"));
   EXPECT_THAT(r.body, HasSubstr("chronoq_dispatch_lateness_seconds_count 1\n"));
   EXPECT_THAT(r.body, HasSubstr("chronoq_commit_ops_bucket{le=\"+Inf\"}"));
+  EXPECT_THAT(r.body, HasSubstr("# TYPE chronoq_locks_held gauge\nchronoq_locks_held 1\n"));
+  EXPECT_THAT(r.body, HasSubstr("chronoq_lock_keys 1\n"));
+  EXPECT_THAT(r.body, HasSubstr("chronoq_lock_waiters 0\n"));
   // The claim and this request.
   EXPECT_THAT(r.body, HasSubstr("chronoq_http_requests_total 2\n"));
 }
