@@ -688,7 +688,7 @@ constexpr Workload kWorkloads[] = {
     {"W3", 5'000, RunW3, chronoq::bench::RunHttpW3},
     {"W4", 100'000, RunW4, nullptr},
     {"W5", 100'000, RunW5, chronoq::bench::RunHttpW5},
-    {"W7", 100'000, RunW7, nullptr},
+    {"W7", 100'000, RunW7, chronoq::bench::RunHttpW7},
     {"W8", 10'000'000, RunW8, nullptr},
     {"W-schedule", 100'000, RunWSchedule, nullptr},
 };
@@ -746,7 +746,7 @@ int main(int argc, char** argv) {
     if (http && w.run_http == nullptr) {
       if (o.workload == "all") continue;
       std::cerr << "chronoq-bench: " << w.name
-                << " is not implemented for --target http (only W1, W2, W3, W5)\n";
+                << " is not implemented for --target http (only W1, W2, W3, W5, W7)\n";
       return 2;
     }
     selected.push_back(&w);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -1025,6 +1026,46 @@ void RunHttpW3(const Options& o, int64_t n, uint64_t seed) {
   Emit(j);
   c.clear();
   producer.reset();
+  server.Stop();
+}
+
+void RunHttpW7(const Options& o, int64_t n, uint64_t) {
+  constexpr int kClients = 32;
+  constexpr int kContenders = 8;
+  Server server(o, "W7");
+  const std::string prefix = server.Queue("w7");
+  // Acquires and releases `pairs` locks from `clients` connections; the key of
+  // pair i is key_of(i). Pairs per second.
+  auto run = [&](int clients, int64_t pairs, const std::string& wait_ms, auto key_of) {
+    std::vector<std::unique_ptr<Connection>> c;
+    for (int i = 0; i < clients; ++i) c.push_back(server.Connect());
+    const std::string acquire = R"({"wait_ms":)" + wait_ms + R"(,"lease_ms":30000})";
+    std::atomic<bool> stop{false};
+    const Span span = RunTogether(clients, stop, [&](int t) {
+      Connection& conn = *c[static_cast<size_t>(t)];
+      for (int64_t i = t; i < pairs && !stop.load(std::memory_order_relaxed); i += clients) {
+        const std::string path = "/v1/locks/" + key_of(i);
+        const Connection::Response r = conn.Expect2xx("POST", path + "/acquire", acquire);
+        const size_t at = r.body.find("\"token\":");
+        if (at == std::string::npos) throw BenchError("no token in " + Excerpt(r.body));
+        uint64_t token = 0;
+        std::from_chars(r.body.data() + at + 8, r.body.data() + r.body.size(), token);
+        conn.Expect2xx("POST", path + "/release", R"({"token":)" + std::to_string(token) + "}");
+      }
+    });
+    return static_cast<double>(pairs) / Seconds(span.end - span.start);
+  };
+  std::cerr << "W7: " << n << " acquire+release pairs on distinct keys over " << kClients
+            << " connections\n";
+  const double uncontended =
+      run(kClients, n, "0", [&](int64_t i) { return prefix + "-" + std::to_string(i); });
+  std::cerr << "W7: " << n / 4 << " pairs on one key over " << kContenders << " connections\n";
+  const double contended =
+      run(kContenders, n / 4, "60000", [&](int64_t) { return prefix + "-hot"; });
+  json j = Line("W7", "http", "", n);
+  j["uncontended_pairs_per_s"] = std::llround(uncontended);
+  j["contended_pairs_per_s"] = std::llround(contended);
+  Emit(j);
   server.Stop();
 }
 

@@ -36,6 +36,11 @@ void RunHttpW2(const Options& o, int64_t n, uint64_t seed);
 // lateness = arrival of the claim answer - run_at, p50/p99/max in ms.
 void RunHttpW3(const Options& o, int64_t n, uint64_t seed);
 
+// W7: keyed locks. N acquire+release pairs (POST /v1/locks/{key}/acquire
+// then /release) on distinct keys from 32 connections, then N/4 pairs on one
+// key from 8 connections; figures: pairs/s for each.
+void RunHttpW7(const Options& o, int64_t n, uint64_t seed);
+
 // W5: chronoqd holding N tasks due in 1 h with long-polling claims open, idle
 // for Options::idle_s: voluntary context switches per second summed over
 // chronoqd's threads, and its CPU %. Needs a chronoqd the bench starts.

@@ -256,6 +256,9 @@ class Engine {
   virtual void ExtendAsync(std::string id, uint64_t token, Duration lease,
                            Done<Timestamp> done) = 0;
   virtual void AcquireLockAsync(std::string key, LockRequest request, Done<LockGrant> done) = 0;
+  virtual void ReleaseLockAsync(std::string key, uint64_t token, DoneStatus done) = 0;
+  virtual void ExtendLockAsync(std::string key, uint64_t token, Duration lease,
+                               Done<LockGrant> done) = 0;
   // Answers every waiting claim at once with no tasks, and every waiting lock
   // acquisition with Unavailable (for a server that is shutting down); later
   // ones wait as usual.

@@ -858,18 +858,39 @@ void EngineImpl::AcquireLockAsync(std::string key, LockRequest request, Done<Loc
   Submit(new AsyncLockOp(std::move(done), std::move(key), std::move(request), deadline));
 }
 
-Status EngineImpl::ReleaseLock(std::string_view key, uint64_t token) {
+Result<CoreFn<bool>> EngineImpl::PrepareReleaseLock(std::string_view key, uint64_t token) {
   CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
-  return CallStatus(
-      [key = std::string(key), token](Core& core) { return core.ReleaseLock(key, token); });
+  return CoreFn<bool>([key = std::string(key), token](Core& core) -> Result<bool> {
+    CHRONOQ_RETURN_IF_ERROR(core.ReleaseLock(key, token));
+    return true;
+  });
+}
+
+Result<CoreFn<LockGrant>> EngineImpl::PrepareExtendLock(std::string_view key, uint64_t token,
+                                                        Duration lease) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseFor(lease));
+  return CoreFn<LockGrant>([key = std::string(key), token, lease](Core& core) {
+    return core.ExtendLock(key, token, lease);
+  });
+}
+
+Status EngineImpl::ReleaseLock(std::string_view key, uint64_t token) {
+  return CallPrepared(PrepareReleaseLock(key, token)).status();
+}
+
+void EngineImpl::ReleaseLockAsync(std::string key, uint64_t token, DoneStatus done) {
+  CallAsync(PrepareReleaseLock(key, token),
+            Done<bool>([done = std::move(done)](Result<bool> r) { done(r.status()); }));
 }
 
 Result<LockGrant> EngineImpl::ExtendLock(std::string_view key, uint64_t token, Duration lease) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
-  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseFor(lease));
-  return Call<LockGrant>([key = std::string(key), token, lease](Core& core) {
-    return core.ExtendLock(key, token, lease);
-  });
+  return CallPrepared(PrepareExtendLock(key, token, lease));
+}
+
+void EngineImpl::ExtendLockAsync(std::string key, uint64_t token, Duration lease,
+                                 Done<LockGrant> done) {
+  CallAsync(PrepareExtendLock(key, token, lease), std::move(done));
 }
 
 Result<LockInfo> EngineImpl::GetLock(std::string_view key) {

@@ -71,6 +71,9 @@ class EngineImpl final : public Engine {
   Result<LockGrant> ExtendLock(std::string_view key, uint64_t token, Duration lease) override;
   Result<LockInfo> GetLock(std::string_view key) override;
   void AcquireLockAsync(std::string key, LockRequest request, Done<LockGrant> done) override;
+  void ReleaseLockAsync(std::string key, uint64_t token, DoneStatus done) override;
+  void ExtendLockAsync(std::string key, uint64_t token, Duration lease,
+                       Done<LockGrant> done) override;
   EngineStats Stats() override;
   void Sync() override;
 
@@ -110,6 +113,8 @@ class EngineImpl final : public Engine {
   Result<CoreFn<std::vector<Status>>> PrepareAckMany(std::vector<AckRequest> acks);
   Result<CoreFn<bool>> PrepareFail(std::string_view id, uint64_t token, std::string_view error,
                                    std::optional<Duration> retry_after, std::string response);
+  Result<CoreFn<bool>> PrepareReleaseLock(std::string_view key, uint64_t token);
+  Result<CoreFn<LockGrant>> PrepareExtendLock(std::string_view key, uint64_t token, Duration lease);
   Result<CoreFn<Timestamp>> PrepareExtend(std::string_view id, uint64_t token, Duration lease);
   Result<Timestamp> ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait);
   Status CallStatus(std::function<Status(Core&)> fn);
