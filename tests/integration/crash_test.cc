@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -103,51 +104,67 @@ bool ReadRecords(int fd, std::string& buffer, std::vector<std::string>& out) {
   return true;
 }
 
+// What a killed child reported on its two pipes.
+struct Reports {
+  std::vector<std::string> first, second;
+};
+
+// Forks a child running child(first_fd, second_fd) (which never returns),
+// reads what it reports until enough(reports), kills it with SIGKILL wherever
+// it is, and reads what it had reported before dying. Use inside
+// ASSERT_NO_FATAL_FAILURE.
+void RunAndKill(const std::function<void(int, int)>& child,
+                const std::function<bool(const Reports&)>& enough, Reports& out) {
+  int first[2], second[2];
+  ASSERT_EQ(pipe(first), 0);
+  ASSERT_EQ(pipe(second), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(first[0]);
+    close(second[0]);
+    child(first[1], second[1]);
+    _exit(0);
+  }
+  close(first[1]);
+  close(second[1]);
+  std::string first_buf, second_buf;
+  bool alive = true;
+  while (!enough(out) && alive) {
+    pollfd fds[2] = {{first[0], POLLIN, 0}, {second[0], POLLIN, 0}};
+    ASSERT_GT(poll(fds, 2, -1), 0);
+    if (fds[0].revents) alive = ReadRecords(first[0], first_buf, out.first);
+    if (fds[1].revents) ReadRecords(second[0], second_buf, out.second);
+  }
+  ASSERT_TRUE(alive) << "the child exited early";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  // Whatever the child reported before dying is still in the pipes.
+  while (ReadRecords(first[0], first_buf, out.first)) {
+  }
+  while (ReadRecords(second[0], second_buf, out.second)) {
+  }
+  close(first[0]);
+  close(second[0]);
+}
+
 TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
   test::TempDir dir;
   const std::string path = dir.File("crash.db");
   std::set<std::string> enqueued, acked;
 
   for (int round = 0; round < 3; ++round) {
-    int enq[2], ack[2];
-    ASSERT_EQ(pipe(enq), 0);
-    ASSERT_EQ(pipe(ack), 0);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(enq[0]);
-      close(ack[0]);
-      RunChild(path, round, enq[1], ack[1]);
-    }
-    close(enq[1]);
-    close(ack[1]);
-
     // Let the child acknowledge a few hundred writes (a different number each
     // round), then kill it wherever it is.
     const size_t target = 400 + 150 * static_cast<size_t>(round);
-    std::string enq_buf, ack_buf;
-    std::vector<std::string> enq_ids, ack_ids;
-    bool child_alive = true;
-    while (enq_ids.size() < target && child_alive) {
-      pollfd fds[2] = {{enq[0], POLLIN, 0}, {ack[0], POLLIN, 0}};
-      ASSERT_GT(poll(fds, 2, -1), 0);
-      if (fds[0].revents) child_alive = ReadRecords(enq[0], enq_buf, enq_ids);
-      if (fds[1].revents) ReadRecords(ack[0], ack_buf, ack_ids);
-    }
-    ASSERT_TRUE(child_alive) << "the child exited early";
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(status));
-    // Whatever the child reported before dying is still in the pipes.
-    while (ReadRecords(enq[0], enq_buf, enq_ids)) {
-    }
-    while (ReadRecords(ack[0], ack_buf, ack_ids)) {
-    }
-    close(enq[0]);
-    close(ack[0]);
-    enqueued.insert(enq_ids.begin(), enq_ids.end());
-    acked.insert(ack_ids.begin(), ack_ids.end());
+    Reports r;
+    ASSERT_NO_FATAL_FAILURE(
+        RunAndKill([&](int enq_fd, int ack_fd) { RunChild(path, round, enq_fd, ack_fd); },
+                   [&](const Reports& got) { return got.first.size() >= target; }, r));
+    enqueued.insert(r.first.begin(), r.first.end());
+    acked.insert(r.second.begin(), r.second.end());
 
     // Restart and count.
     EngineOptions o;
@@ -232,41 +249,17 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
   const std::string path = dir.File("schedules.db");
   std::set<std::string> created, acked;
   for (int round = 0; round < 3; ++round) {
-    int cre[2], ack[2];
-    ASSERT_EQ(pipe(cre), 0);
-    ASSERT_EQ(pipe(ack), 0);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(cre[0]);
-      close(ack[0]);
-      RunScheduleChild(path, round, cre[1], ack[1]);
-    }
-    close(cre[1]);
-    close(ack[1]);
     // Kill it once it acknowledged some creations and some runs.
     const size_t target_created = 40 + 20 * static_cast<size_t>(round);
-    std::string cre_buf, ack_buf;
-    std::vector<std::string> cre_names, ack_ids;
-    bool alive = true;
-    while ((cre_names.size() < target_created || ack_ids.size() < 100) && alive) {
-      pollfd fds[2] = {{cre[0], POLLIN, 0}, {ack[0], POLLIN, 0}};
-      ASSERT_GT(poll(fds, 2, -1), 0);
-      if (fds[0].revents) alive = ReadRecords(cre[0], cre_buf, cre_names);
-      if (fds[1].revents) ReadRecords(ack[0], ack_buf, ack_ids);
-    }
-    ASSERT_TRUE(alive) << "the child exited early";
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    while (ReadRecords(cre[0], cre_buf, cre_names)) {
-    }
-    while (ReadRecords(ack[0], ack_buf, ack_ids)) {
-    }
-    close(cre[0]);
-    close(ack[0]);
-    created.insert(cre_names.begin(), cre_names.end());
-    acked.insert(ack_ids.begin(), ack_ids.end());
+    Reports r;
+    ASSERT_NO_FATAL_FAILURE(RunAndKill(
+        [&](int created_fd, int acked_fd) { RunScheduleChild(path, round, created_fd, acked_fd); },
+        [&](const Reports& got) {
+          return got.first.size() >= target_created && got.second.size() >= 100;
+        },
+        r));
+    created.insert(r.first.begin(), r.first.end());
+    acked.insert(r.second.begin(), r.second.end());
 
     EngineOptions o;
     o.path = path;
@@ -343,26 +336,11 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
 TEST(CrashTest, AcknowledgedLockGrantsSurviveSigkill) {
   test::TempDir dir;
   const std::string path = dir.File("locks.db");
-  int events[2];
-  ASSERT_EQ(pipe(events), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(events[0]);
-    RunLockChild(path, events[1]);
-  }
-  close(events[1]);
-  std::string buffer;
-  std::vector<std::string> grants;
-  bool alive = true;
-  while (grants.size() < 500 && alive) alive = ReadRecords(events[0], buffer, grants);
-  ASSERT_TRUE(alive) << "the child exited early";
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  while (ReadRecords(events[0], buffer, grants)) {
-  }
-  close(events[0]);
+  Reports r;
+  ASSERT_NO_FATAL_FAILURE(RunAndKill([&](int grants_fd, int) { RunLockChild(path, grants_fd); },
+                                     [](const Reports& got) { return got.first.size() >= 500; },
+                                     r));
+  const std::vector<std::string>& grants = r.first;
 
   EngineOptions o;
   o.path = path;
