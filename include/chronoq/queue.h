@@ -28,6 +28,17 @@ inline constexpr int kMaxQueueConcurrency = 100'000;
 inline constexpr Duration kMaxQueueBackoffCap = std::chrono::hours(24 * 7);
 inline constexpr Duration kMaxQueueRetention = std::chrono::hours(24 * 3650);
 
+inline constexpr int kMaxRateLimitCount = 1'000'000;
+inline constexpr Duration kMaxRateLimitPeriod = std::chrono::hours(24);
+
+// At most `count` tasks handed out per sliding `period`.
+struct RateLimit {
+  int count = 1;
+  Duration period = std::chrono::seconds(1);
+
+  friend bool operator==(const RateLimit&, const RateLimit&) = default;
+};
+
 // Per-queue settings; unset fields take the engine default.
 struct QueueSettings {
   // At most this many tasks of the queue running at once (1-100000).
@@ -40,6 +51,12 @@ struct QueueSettings {
   // tasks that finish after it is set: a task's purge time is fixed when it
   // finishes.
   std::optional<Duration> retention;
+  // At most rate_limit.count (1-1,000,000) claims of its tasks per sliding
+  // rate_limit.period (1 ms - 1 day), across every worker: over the limit,
+  // due tasks simply wait (claims get fewer or none, or wait) until the
+  // oldest claim in the period leaves it. The window lives in memory: it
+  // starts empty after a restart.
+  std::optional<RateLimit> rate_limit;
 };
 
 struct QueueInfo {

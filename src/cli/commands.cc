@@ -473,6 +473,7 @@ struct Args {
   std::string backoff_base;
   std::string backoff_cap;
   std::string retention;
+  std::string rate_limit;
   std::string cron;
   std::string tz = "UTC";
   std::string from;
@@ -1076,6 +1077,9 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
     CLI::Option* retention =
         cmd->add_option("--retention", a.retention, "How long finished tasks stay visible")
             ->type_name("DUR");
+    CLI::Option* rate_limit = cmd->add_option("--rate-limit", a.rate_limit,
+                                              "At most N claims per sliding period, e.g. 100/1s")
+                                  ->type_name("N/DUR");
     add(cmd, [=, &a](Session& s) {
       const CliIo& io = s.io();
       json body = json::object();
@@ -1091,6 +1095,20 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
       }
       if (Given(retention)) {
         CHRONOQ_CLI_ASSIGN_OR_USAGE(body["retention_ms"], ParseMillis(a.retention, "--retention"),
+                                    io);
+      }
+      if (Given(rate_limit)) {
+        const size_t slash = a.rate_limit.find('/');
+        int64_t count = 0;
+        const std::string_view n = std::string_view(a.rate_limit).substr(0, slash);
+        const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), count);
+        if (slash == std::string::npos || ec != std::errc() || end != n.data() + n.size()) {
+          return Usage(io,
+                       Status::InvalidArgument("--rate-limit", "expected N/DURATION, e.g. 100/1s"));
+        }
+        body["rate_limit"]["count"] = count;
+        CHRONOQ_CLI_ASSIGN_OR_USAGE(body["rate_limit"]["period_ms"],
+                                    ParseMillis(a.rate_limit.substr(slash + 1), "--rate-limit"),
                                     io);
       }
       if (body.empty()) {

@@ -162,16 +162,36 @@ void Core::Count(int64_t qid, std::optional<TaskState> from, std::optional<TaskS
   if (QueueState* q = QueueById(qid)) Count(*q, from, to, n);
 }
 
-int64_t Core::Room(const QueueState& q) {
+int64_t Core::Room(const QueueState& q, Timestamp now) {
   if (q.paused) return 0;
-  if (!q.settings.concurrency) return std::numeric_limits<int64_t>::max();
-  const int64_t running = q.counts[static_cast<size_t>(TaskState::kRunning)];
-  return std::max<int64_t>(0, *q.settings.concurrency - running);
+  int64_t room = std::numeric_limits<int64_t>::max();
+  if (q.settings.concurrency) {
+    const int64_t running = q.counts[static_cast<size_t>(TaskState::kRunning)];
+    room = std::max<int64_t>(0, *q.settings.concurrency - running);
+  }
+  if (q.settings.rate_limit) {
+    // Claims still inside the sliding period (the deque is in time order).
+    const auto in_period =
+        std::upper_bound(q.claims.begin(), q.claims.end(), now - q.settings.rate_limit->period);
+    const auto recent = static_cast<int64_t>(q.claims.end() - in_period);
+    room = std::min<int64_t>(room, std::max<int64_t>(0, q.settings.rate_limit->count - recent));
+  }
+  return room;
 }
 
-bool Core::CanHandOut(int64_t qid) const {
+bool Core::CanHandOut(int64_t qid, Timestamp now) const {
   auto it = queues_.find(qid);
-  return it == queues_.end() || Room(it->second) > 0;
+  return it == queues_.end() || Room(it->second, now) > 0;
+}
+
+std::optional<Timestamp> Core::RateRoomAt(const QueueState& q, Timestamp now) {
+  if (q.paused || !q.settings.rate_limit || q.claims.empty()) return std::nullopt;
+  const RateLimit& limit = *q.settings.rate_limit;
+  // Room comes back when the claim `count` places from the newest leaves
+  // the period.
+  if (static_cast<int64_t>(q.claims.size()) < limit.count) return std::nullopt;
+  const Timestamp at = q.claims[q.claims.size() - static_cast<size_t>(limit.count)] + limit.period;
+  return at > now ? std::optional<Timestamp>(at) : std::nullopt;
 }
 
 Timestamp Core::PurgeAt(int64_t qid, Timestamp now) const {
@@ -431,7 +451,7 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
   const int64_t qid = q->qid;
   // A paused queue, or one at its concurrency, hands out nothing: the claim
   // behaves as if nothing were due (and waits, if it may).
-  const int64_t room = std::min<int64_t>(max, Room(*q));
+  const int64_t room = std::min<int64_t>(max, Room(*q, now));
   std::vector<Window::Key> keys;
   while (static_cast<int64_t>(keys.size()) < room) {
     std::optional<Window::Key> key = window_.PopDue(qid, now);
@@ -475,6 +495,11 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
     cycle_stats_.lateness_sum += late;
   }
   Count(*q, TaskState::kScheduled, TaskState::kRunning, static_cast<int64_t>(out.size()));
+  if (q->settings.rate_limit) {
+    q->claims.insert(q->claims.end(), out.size(), now);
+    const auto keep = static_cast<size_t>(q->settings.rate_limit->count);
+    if (q->claims.size() > keep) q->claims.erase(q->claims.begin(), q->claims.end() - keep);
+  }
   for (const TaskRow& row : rows) {
     if (row.sid) CHRONOQ_RETURN_IF_ERROR(OccurrenceClaimed(*row.sid, row.seq, now));
   }
@@ -621,6 +646,7 @@ Result<QueueInfo> Core::ConfigureQueue(const std::string& name, const QueueSetti
   if (settings.max_attempts) merged.max_attempts = settings.max_attempts;
   if (settings.backoff) merged.backoff = settings.backoff;
   if (settings.retention) merged.retention = settings.retention;
+  if (settings.rate_limit) merged.rate_limit = settings.rate_limit;
   CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, merged, q->paused, q->webhooks));
   // Memory follows before the commit; if it fails, Reload() restores both.
   // Claims waiting on a queue whose limit went up are served by TimedWork,
@@ -673,7 +699,7 @@ void Core::ServeParked(int64_t qid, std::vector<Op*>& finished) {
   if (it == parked_.end()) return;
   std::list<ClaimOp*>& list = it->second;
   const Timestamp now = clock_.Now();
-  while (!list.empty() && CanHandOut(qid)) {
+  while (!list.empty() && CanHandOut(qid, now)) {
     std::optional<Timestamp> due = window_.EarliestDue(qid);
     if (!due || *due > now) break;
     ClaimOp* op = list.front();
@@ -777,11 +803,21 @@ Status Core::BeforeCommit() {
 
 Timestamp Core::NextWake() const {
   Timestamp wake = kForever;
+  const Timestamp now = clock_.Now();
   for (const auto& [qid, list] : parked_) {
+    if (list.empty()) continue;
+    auto due = window_.EarliestDue(qid);
+    if (!due) continue;
+    if (CanHandOut(qid, now)) {
+      wake = std::min(wake, *due);
+      continue;
+    }
     // A paused or full queue is woken by the op that resumes it or by a task
-    // of it that finishes (an op, or a lease lapse: see below), not by time.
-    if (list.empty() || !CanHandOut(qid)) continue;
-    if (auto due = window_.EarliestDue(qid)) wake = std::min(wake, *due);
+    // of it that finishes (an op, or a lease lapse: see below); a
+    // rate-limited one when its oldest claim leaves the period.
+    if (auto q = queues_.find(qid); q != queues_.end()) {
+      if (auto at = RateRoomAt(q->second, now)) wake = std::min(wake, std::max(*at, *due));
+    }
   }
   if (!parked_deadlines_.empty()) wake = std::min(wake, parked_deadlines_.begin()->first);
   if (auto expiry = leases_.EarliestExpiry()) wake = std::min(wake, *expiry);

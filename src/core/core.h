@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <list>
 #include <map>
@@ -213,6 +214,9 @@ class Core {
   // A queue as stored (QueueRow), plus this cycle's changes.
   struct QueueState : QueueRow {
     bool dirty = false;  // counts changed since the last commit
+    // With a rate limit: when its most recent claims were made, oldest
+    // first, at most rate_limit->count of them.
+    std::deque<Timestamp> claims;
   };
   // The queue named `name`, created (in the store too) when new. The pointer
   // stays valid until Reload().
@@ -227,10 +231,13 @@ class Core {
   void Count(int64_t qid, std::optional<TaskState> from, std::optional<TaskState> to,
              int64_t n = 1);
   // How many more tasks the queue may hand out now: 0 while paused, else what
-  // its concurrency leaves (no limit when unset).
-  static int64_t Room(const QueueState& q);
+  // its concurrency and rate limit leave (no limit when unset).
+  static int64_t Room(const QueueState& q, Timestamp now);
   // Room() > 0 for the queue with id `qid` (unknown queues have no limit).
-  bool CanHandOut(int64_t qid) const;
+  bool CanHandOut(int64_t qid, Timestamp now) const;
+  // When a rate-limited queue next gets room: its oldest claim in the period
+  // leaves it. Unset when the rate limit is not what holds it back.
+  static std::optional<Timestamp> RateRoomAt(const QueueState& q, Timestamp now);
   Result<std::optional<TaskRow>> Find(const std::string& id);
   Result<TaskRow> FindOrNotFound(const std::string& id);
   Task ToTask(const TaskRow& row) const;

@@ -221,6 +221,15 @@ Status ValidateQueueSettings(const QueueSettings& s) {
   if (s.retention && (*s.retention < Duration::zero() || *s.retention > kMaxQueueRetention)) {
     return Status::InvalidArgument("retention", "must be between 0 and 3650 days");
   }
+  if (s.rate_limit) {
+    if (s.rate_limit->count < 1 || s.rate_limit->count > kMaxRateLimitCount) {
+      return Status::InvalidArgument("rate_limit.count", "must be between 1 and 1000000");
+    }
+    if (s.rate_limit->period < std::chrono::milliseconds(1) ||
+        s.rate_limit->period > kMaxRateLimitPeriod) {
+      return Status::InvalidArgument("rate_limit.period", "must be between 1 ms and 1 day");
+    }
+  }
   return {};
 }
 

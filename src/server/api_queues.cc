@@ -54,6 +54,13 @@ void AppendQueue(std::string& out, const QueueInfo& q) {
   } else {
     out += "null";
   }
+  out += ",\"rate_limit\":";
+  if (q.settings.rate_limit) {
+    out += "{\"count\":" + std::to_string(q.settings.rate_limit->count) +
+           ",\"period_ms\":" + std::to_string(Millis(q.settings.rate_limit->period)) + "}";
+  } else {
+    out += "null";
+  }
   out += '}';
 }
 
@@ -70,11 +77,13 @@ Result<QueueSettings> ParseQueueSettings(const std::string& body) {
   QueueSettings settings;
   std::optional<int64_t> concurrency, max_attempts;
   const Json* backoff = nullptr;
+  const Json* rate_limit = nullptr;
   CHRONOQ_RETURN_IF_ERROR(r.Int("concurrency", concurrency, 1, 100'000));
   CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts, 1, kMaxAttemptsLimit));
   CHRONOQ_RETURN_IF_ERROR(r.Object("backoff", backoff));
   CHRONOQ_RETURN_IF_ERROR(r.Millis("retention_ms", settings.retention, Duration::zero(),
                                    std::chrono::hours(24 * 3650)));
+  CHRONOQ_RETURN_IF_ERROR(r.Object("rate_limit", rate_limit));
   CHRONOQ_RETURN_IF_ERROR(r.Finish());
   if (concurrency) settings.concurrency = static_cast<int>(*concurrency);
   if (max_attempts) settings.max_attempts = static_cast<int>(*max_attempts);
@@ -86,6 +95,18 @@ Result<QueueSettings> ParseQueueSettings(const std::string& body) {
     CHRONOQ_RETURN_IF_ERROR(b.Millis("cap_ms", cap, std::chrono::milliseconds(1), kMaxLease));
     CHRONOQ_RETURN_IF_ERROR(b.Finish());
     settings.backoff = Backoff{.base = *base, .cap = cap.value_or(std::max(*base, Backoff().cap))};
+  }
+  if (rate_limit != nullptr) {
+    ObjectReader l(*rate_limit, "rate_limit.");
+    std::optional<int64_t> count;
+    std::optional<Duration> period;
+    CHRONOQ_RETURN_IF_ERROR(l.Required("count"));
+    CHRONOQ_RETURN_IF_ERROR(l.Required("period_ms"));
+    CHRONOQ_RETURN_IF_ERROR(l.Int("count", count, 1, kMaxRateLimitCount));
+    CHRONOQ_RETURN_IF_ERROR(
+        l.Millis("period_ms", period, std::chrono::milliseconds(1), kMaxRateLimitPeriod));
+    CHRONOQ_RETURN_IF_ERROR(l.Finish());
+    settings.rate_limit = RateLimit{static_cast<int>(*count), *period};
   }
   return settings;
 }

@@ -479,9 +479,10 @@ TEST_F(CliTest, QueuesPrintsATable) {
 
 TEST_F(CliTest, QueueSetSendsOnlyTheGivenSettings) {
   AnswerAll(Answer(200, json::object()));
-  ASSERT_EQ(Run({"queue", "set", "emails", "--concurrency", "8", "--max-attempts", "5",
-                 "--backoff-base", "2s", "--backoff-cap", "10m", "--retention", "7d"}),
-            kExitOk)
+  ASSERT_EQ(
+      Run({"queue", "set", "emails", "--concurrency", "8", "--max-attempts", "5", "--backoff-base",
+           "2s", "--backoff-cap", "10m", "--retention", "7d", "--rate-limit", "100/1s"}),
+      kExitOk)
       << err();
   ASSERT_EQ(Run({"queue", "set", "emails", "--backoff-base", "500ms"}), kExitOk) << err();
 
@@ -490,7 +491,8 @@ TEST_F(CliTest, QueueSetSendsOnlyTheGivenSettings) {
   EXPECT_EQ(requests[0].method, "PUT");
   EXPECT_EQ(requests[0].target, "/v1/queues/emails");
   EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"concurrency":8,"max_attempts":5,
-    "backoff":{"base_ms":2000,"cap_ms":600000},"retention_ms":604800000})"));
+    "backoff":{"base_ms":2000,"cap_ms":600000},"retention_ms":604800000,
+    "rate_limit":{"count":100,"period_ms":1000}})"));
   EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"backoff":{"base_ms":500}})"));
   EXPECT_EQ(out(), "updated queue emails\n");
 }
@@ -499,6 +501,9 @@ TEST_F(CliTest, QueueSetNeedsSomethingToChange) {
   ExpectUsageError({"queue", "set", "emails"}, "nothing to change");
   ExpectUsageError({"queue", "set", "emails", "--backoff-cap", "1h"},
                    "--backoff-cap requires --backoff-base");
+  ExpectUsageError({"queue", "set", "emails", "--rate-limit", "100"}, "--rate-limit");
+  ExpectUsageError({"queue", "set", "emails", "--rate-limit", "x/1s"}, "--rate-limit");
+  ExpectUsageError({"queue", "set", "emails", "--rate-limit", "5/soon"}, "--rate-limit");
 }
 
 TEST_F(CliTest, PauseAndResume) {

@@ -334,6 +334,62 @@ TEST_F(EngineQueueTest, PoolsAreHeldToTheQueuesConcurrency) {
   engine_.reset();  // joins the pool before `batches` goes
 }
 
+// --- rate limits --------------------------------------------------------------------------
+
+TEST_F(EngineQueueTest, ARateLimitHandsOutAtMostCountPerSlidingPeriod) {
+  Configure("q", {.rate_limit = RateLimit{2, 10s}});
+  for (int i = 0; i < 5; ++i) Add();
+  EXPECT_EQ(engine_->Claim("q", 10, 30s)->size(), 2u);
+  EXPECT_TRUE(engine_->Claim("q", 10, 30s)->empty());  // over the limit: they wait
+  EXPECT_EQ(CountsOf("q"), (Counts{3, 2, 0, 0, 0}));   // not failed, not re-queued
+  clock_.Advance(4s);
+  EXPECT_EQ(engine_->Claim("q", 10, 30s)->size(), 0u);
+  clock_.Advance(6s);  // the first two leave the period
+  EXPECT_EQ(engine_->Claim("q", 1, 30s)->size(), 1u);
+  clock_.Advance(1s);
+  EXPECT_EQ(engine_->Claim("q", 10, 30s)->size(), 1u);  // sliding: one left in this period
+  EXPECT_TRUE(engine_->Claim("q", 10, 30s)->empty());
+  clock_.Advance(9s);
+  EXPECT_EQ(engine_->Claim("q", 10, 30s)->size(), 1u);  // the last one
+}
+
+TEST_F(EngineQueueTest, AWaitingClaimIsServedWhenTheRateLimitFrees) {
+  Configure("q", {.rate_limit = RateLimit{1, 5s}});
+  Add();
+  Add();
+  ASSERT_EQ(engine_->Claim("q", 1, 30s)->size(), 1u);
+  ClaimAnswer waiting;
+  engine_->ClaimAsync("q", 1, 30s, 1h, waiting.Callback());
+  engine_->Sync();
+  EXPECT_FALSE(waiting.ready());
+  clock_.Advance(4s);
+  engine_->Sync();
+  EXPECT_FALSE(waiting.ready());
+  clock_.Advance(1s);  // the loop wakes by itself at the right time
+  Result<std::vector<Lease>> got = waiting.Get();
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 1u);
+}
+
+TEST_F(EngineQueueTest, ARateLimitIsDurableAndWorksWithConcurrency) {
+  Configure("q", {.concurrency = 1, .rate_limit = RateLimit{3, 1min}});
+  Reopen();
+  Result<QueueInfo> info = engine_->GetQueue("q");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->settings.rate_limit, (RateLimit{3, 1min}));
+  for (int i = 0; i < 4; ++i) Add();
+  auto first = engine_->Claim("q", 10, 30s);
+  ASSERT_EQ(first->size(), 1u);  // concurrency 1
+  ASSERT_TRUE(engine_->Ack(first->front().id, first->front().token).ok());
+  auto second = engine_->Claim("q", 10, 30s);
+  ASSERT_EQ(second->size(), 1u);
+  ASSERT_TRUE(engine_->Ack(second->front().id, second->front().token).ok());
+  auto third = engine_->Claim("q", 10, 30s);
+  ASSERT_EQ(third->size(), 1u);
+  ASSERT_TRUE(engine_->Ack(third->front().id, third->front().token).ok());
+  EXPECT_TRUE(engine_->Claim("q", 10, 30s)->empty());  // the rate limit, now
+}
+
 // --- settings ---------------------------------------------------------------------------
 
 TEST_F(EngineQueueTest, ConfigureMergesPersistsAndLists) {
@@ -421,6 +477,10 @@ TEST_F(EngineQueueTest, BadSettingsAreRejectedByField) {
       {{.backoff = Backoff{1s, 24h * 7 + 1us}}, "backoff.cap"},
       {{.retention = -1us}, "retention"},
       {{.retention = 24h * 3650 + 1us}, "retention"},
+      {{.rate_limit = RateLimit{0, 1s}}, "rate_limit.count"},
+      {{.rate_limit = RateLimit{1'000'001, 1s}}, "rate_limit.count"},
+      {{.rate_limit = RateLimit{1, 999us}}, "rate_limit.period"},
+      {{.rate_limit = RateLimit{1, 24h + 1us}}, "rate_limit.period"},
   };
   for (const Case& c : cases) {
     Result<QueueInfo> r = engine_->ConfigureQueue("q", c.settings);

@@ -301,7 +301,7 @@ TEST_F(ApiTest, QueueSettingsPauseAndResume) {
   ApiResponse set =
       Call("PUT", "/v1/queues/q",
            R"({"concurrency":4,"max_attempts":7,"backoff":{"base_ms":500,"cap_ms":60000},
-                             "retention_ms":3600000})");
+                             "retention_ms":3600000,"rate_limit":{"count":100,"period_ms":1000}})");
   ASSERT_EQ(set.status, 200) << set.body;
   json q = Json(set);
   EXPECT_EQ(q["name"], "q");
@@ -309,11 +309,18 @@ TEST_F(ApiTest, QueueSettingsPauseAndResume) {
   EXPECT_EQ(q["max_attempts"], 7);
   EXPECT_EQ(q["backoff"], json({{"base_ms", 500}, {"cap_ms", 60000}}));
   EXPECT_EQ(q["retention_ms"], 3600000);
+  EXPECT_EQ(q["rate_limit"], json({{"count", 100}, {"period_ms", 1000}}));
   EXPECT_EQ(q["counts"]["scheduled"], 1);
 
   ExpectError(Call("PUT", "/v1/queues/q", R"({"concurrency":0})"), 400, "invalid_argument",
               "concurrency");
   ExpectError(Call("PUT", "/v1/queues/q", R"({"paralel":2})"), 400, "invalid_argument", "paralel");
+  ExpectError(Call("PUT", "/v1/queues/q", R"({"rate_limit":{"count":0,"period_ms":1000}})"), 400,
+              "invalid_argument", "rate_limit.count");
+  ExpectError(Call("PUT", "/v1/queues/q", R"({"rate_limit":{"count":5}})"), 400, "invalid_argument",
+              "rate_limit.period_ms");
+  ExpectError(Call("PUT", "/v1/queues/q", R"({"rate_limit":{"count":5,"period_ms":0}})"), 400,
+              "invalid_argument", "rate_limit.period_ms");
 
   EXPECT_EQ(Json(Call("POST", "/v1/queues/q/pause"))["paused"], true);
   EXPECT_EQ(Json(Call("POST", "/v1/queues/q/claim", "{}"))["tasks"].size(), 0u);

@@ -1202,7 +1202,8 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   ExecRaw(path,
           "DROP INDEX tasks_due; CREATE INDEX tasks_due ON tasks(state, (due >> 26));"
           "ALTER TABLE tasks DROP COLUMN sid; ALTER TABLE tasks DROP COLUMN response;"
-          "DROP TABLE schedules; UPDATE meta SET v=2 WHERE k='schema';");
+          "DROP TABLE schedules; ALTER TABLE queues DROP COLUMN rate_count;"
+          "ALTER TABLE queues DROP COLUMN rate_period; UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);

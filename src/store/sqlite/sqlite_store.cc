@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS queues(
   n_running INTEGER NOT NULL DEFAULT 0,
   n_succeeded INTEGER NOT NULL DEFAULT 0,
   n_cancelled INTEGER NOT NULL DEFAULT 0,
-  n_dead INTEGER NOT NULL DEFAULT 0);
+  n_dead INTEGER NOT NULL DEFAULT 0,
+  rate_count INTEGER,
+  rate_period INTEGER);
 CREATE TABLE IF NOT EXISTS tasks(
   seq INTEGER PRIMARY KEY,
   qid INTEGER NOT NULL,
@@ -93,10 +95,10 @@ CREATE TABLE IF NOT EXISTS locks(
   token INTEGER NOT NULL,
   owner TEXT NOT NULL,
   expires INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 4), ('next_token', 1);
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 5), ('next_token', 1);
 )sql";
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 
 // Schema 1 -> 2: queue settings, paused flag and counts; task targets. The
 // columns are added in the order kSchema declares them, so a migrated database
@@ -142,6 +144,13 @@ UPDATE meta SET v=3 WHERE k='schema';
 constexpr const char* kMigrateFrom3 = R"sql(
 ALTER TABLE tasks ADD COLUMN sid INTEGER;
 UPDATE meta SET v=4 WHERE k='schema';
+)sql";
+
+// Schema 4 -> 5: per-queue rate limits.
+constexpr const char* kMigrateFrom4 = R"sql(
+ALTER TABLE queues ADD COLUMN rate_count INTEGER;
+ALTER TABLE queues ADD COLUMN rate_period INTEGER;
+UPDATE meta SET v=5 WHERE k='schema';
 )sql";
 
 // Rows per batched claim or acknowledgement statement ("seq IN (...)"); unused
@@ -433,7 +442,11 @@ class SqliteStore final : public Store {
       s = Exec(writer_, kMigrateFrom2);
       version = 3;
     }
-    if (s.ok() && version == 3) s = Exec(writer_, kMigrateFrom3);
+    if (s.ok() && version == 3) {
+      s = Exec(writer_, kMigrateFrom3);
+      version = 4;
+    }
+    if (s.ok() && version == 4) s = Exec(writer_, kMigrateFrom4);
     if (s.ok()) s = Exec(writer_, "COMMIT");
     if (!s.ok()) Exec(writer_, "ROLLBACK").IgnoreError();
     return s;
@@ -496,6 +509,9 @@ class SqliteStore final : public Store {
       if (!s.IsNull(7)) q.settings.retention = Duration(s.Int(7));
       for (int i = 0; i < 5; ++i) q.counts[static_cast<size_t>(i)] = s.Int(8 + i);
       q.webhooks = s.Int(13) != 0;
+      if (!s.IsNull(14) && !s.IsNull(15)) {
+        q.settings.rate_limit = RateLimit{static_cast<int>(s.Int(14)), Duration(s.Int(15))};
+      }
       out.push_back(std::move(q));
     }
     s.Reset();
@@ -514,6 +530,10 @@ class SqliteStore final : public Store {
       s.Bind(6, static_cast<int64_t>(q.backoff->cap.count()));
     }
     if (q.retention) s.Bind(7, static_cast<int64_t>(q.retention->count()));
+    if (q.rate_limit) {
+      s.Bind(9, static_cast<int64_t>(q.rate_limit->count));
+      s.Bind(10, static_cast<int64_t>(q.rate_limit->period.count()));
+    }
     return s.Run("save queue settings");
   }
 
@@ -910,11 +930,12 @@ class SqliteStore final : public Store {
         {&w_.queue_add, "INSERT INTO queues(name) VALUES(?1)"},
         {&w_.queues,
          "SELECT qid, name, paused, concurrency, max_attempts, backoff_base, backoff_cap,"
-         " retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead, webhooks"
-         " FROM queues ORDER BY qid"},
+         " retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead, webhooks,"
+         " rate_count, rate_period FROM queues ORDER BY qid"},
         {&w_.queue_settings,
          "UPDATE queues SET paused=?2, concurrency=?3, max_attempts=?4, backoff_base=?5,"
-         " backoff_cap=?6, retention=?7, webhooks=?8 WHERE qid=?1"},
+         " backoff_cap=?6, retention=?7, webhooks=?8, rate_count=?9, rate_period=?10"
+         " WHERE qid=?1"},
         {&w_.queue_counts,
          "UPDATE queues SET n_scheduled=?2, n_running=?3, n_succeeded=?4, n_cancelled=?5,"
          " n_dead=?6 WHERE qid=?1"},
