@@ -39,6 +39,23 @@ void Report(int fd, const std::string& id) {
   if (write(fd, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) _exit(3);
 }
 
+// A worker: claims up to `max` tasks of `queue` at a time, acknowledges them
+// and reports every acknowledgement the engine confirmed.
+[[noreturn]] void ClaimAndAckForever(Engine& engine, const std::string& queue, int max,
+                                     int acked_fd) {
+  for (;;) {
+    auto leases = engine.Claim(queue, max, 30s, 50ms);
+    if (!leases.ok() || leases->empty()) continue;
+    std::vector<AckRequest> acks;
+    for (const Lease& l : *leases) acks.push_back({l.id, l.token});
+    auto res = engine.AckMany(acks);
+    if (!res.ok()) continue;
+    for (size_t i = 0; i < acks.size(); ++i) {
+      if ((*res)[i].ok()) Report(acked_fd, acks[i].id);
+    }
+  }
+}
+
 // The child: runs until killed. Never returns.
 [[noreturn]] void RunChild(const std::string& path, int round, int enqueued_fd, int acked_fd) {
   EngineOptions o;
@@ -74,19 +91,7 @@ void Report(int fd, const std::string& id) {
     }
   });
   // A worker that claims and acknowledges.
-  threads.emplace_back([&] {
-    for (;;) {
-      auto leases = engine.Claim("crash", 20, 30s, 50ms);
-      if (!leases.ok() || leases->empty()) continue;
-      std::vector<AckRequest> acks;
-      for (const Lease& l : *leases) acks.push_back({l.id, l.token});
-      auto res = engine.AckMany(acks);
-      if (!res.ok()) continue;
-      for (size_t i = 0; i < acks.size(); ++i) {
-        if ((*res)[i].ok()) Report(acked_fd, acks[i].id);
-      }
-    }
-  });
+  threads.emplace_back([&] { ClaimAndAckForever(engine, "crash", 20, acked_fd); });
   for (std::thread& t : threads) t.join();
   _exit(0);
 }
@@ -227,19 +232,7 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
       std::this_thread::sleep_for(2ms);  // pacing the load, not waiting for time
     }
   });
-  std::thread worker([&] {
-    for (;;) {
-      auto leases = engine.Claim("sched", 50, 30s, 50ms);
-      if (!leases.ok() || leases->empty()) continue;
-      std::vector<AckRequest> acks;
-      for (const Lease& l : *leases) acks.push_back({l.id, l.token});
-      auto res = engine.AckMany(acks);
-      if (!res.ok()) continue;
-      for (size_t i = 0; i < acks.size(); ++i) {
-        if ((*res)[i].ok()) Report(acked_fd, acks[i].id);
-      }
-    }
-  });
+  std::thread worker([&] { ClaimAndAckForever(engine, "sched", 50, acked_fd); });
   creator.join();
   _exit(0);
 }
