@@ -821,18 +821,15 @@ Status ValidateLockKey(std::string_view key) {
   return ValidateText(key, "key");
 }
 
-Status ValidateLeaseFor(Duration lease) {
-  if (lease < kMinLockLease) return Status::InvalidArgument("lease", "must be at least 1 ms");
-  if (lease > kMaxLockLease) return Status::InvalidArgument("lease", "must be at most 7 days");
-  return {};
-}
+// Lock leases are task leases as far as limits go: one validator serves both.
+static_assert(kMinLockLease == kMinLease && kMaxLockLease == kMaxLease);
 
 Status ValidateLockRequest(std::string_view key, const LockRequest& request) {
   CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
   if (request.wait < Duration::zero())
     return Status::InvalidArgument("wait", "must not be negative");
   if (request.wait > kMaxLockWait) return Status::InvalidArgument("wait", "must be at most 1 hour");
-  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseFor(request.lease));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLease(request.lease));
   if (request.owner.size() > kMaxLockOwnerBytes) {
     return Status::InvalidArgument("owner", "longer than 200 bytes");
   }
@@ -869,7 +866,7 @@ Result<CoreFn<bool>> EngineImpl::PrepareReleaseLock(std::string_view key, uint64
 Result<CoreFn<LockGrant>> EngineImpl::PrepareExtendLock(std::string_view key, uint64_t token,
                                                         Duration lease) {
   CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
-  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseFor(lease));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
   return CoreFn<LockGrant>([key = std::string(key), token, lease](Core& core) {
     return core.ExtendLock(key, token, lease);
   });
