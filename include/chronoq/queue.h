@@ -28,6 +28,8 @@ inline constexpr int kMaxQueueConcurrency = 100'000;
 inline constexpr Duration kMaxQueueBackoffCap = std::chrono::hours(24 * 7);
 inline constexpr Duration kMaxQueueRetention = std::chrono::hours(24 * 3650);
 
+inline constexpr int kMaxInFlightPerKey = 100'000;
+inline constexpr int64_t kMaxPendingPerKey = 1'000'000'000;
 inline constexpr int kMaxRateLimitCount = 1'000'000;
 inline constexpr Duration kMaxRateLimitPeriod = std::chrono::hours(24);
 
@@ -57,6 +59,15 @@ struct QueueSettings {
   // oldest claim in the period leaves it. The window lives in memory: it
   // starts empty after a restart.
   std::optional<RateLimit> rate_limit;
+  // Keyed tasks (TaskSpec::key): at most this many tasks of one key started
+  // and unfinished at once (1-100000; unset: 1). A task holds its place from
+  // its first claim until it succeeds, dies or is cancelled, retries
+  // included.
+  std::optional<int> max_in_flight_per_key;
+  // At most this many tasks of one key waiting to start (scheduled, never
+  // claimed) (1-1,000,000,000; unset: no limit): an enqueue past it fails
+  // with ResourceExhausted naming the key, and writes nothing.
+  std::optional<int64_t> max_pending_per_key;
 };
 
 struct QueueInfo {

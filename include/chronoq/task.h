@@ -51,6 +51,7 @@ struct Backoff {
 
 // Limits on client input.
 inline constexpr size_t kMaxIdBytes = 200;
+inline constexpr size_t kMaxKeyBytes = 200;
 inline constexpr size_t kMaxQueueNameBytes = 100;
 inline constexpr size_t kMaxPayloadBytes = 256 * 1024;
 inline constexpr int kMaxAttemptsLimit = 1000;
@@ -92,6 +93,12 @@ struct TaskSpec {
   int priority = 0;                // lower runs first among tasks due at the same instant
   std::optional<Backoff> backoff;  // unset: the queue's default, else the engine's
   std::optional<WebhookTarget> target;  // stored with the task, handed out with each claim
+  // Per-key ordering (docs/KEYS.md): tasks of one queue with the same key
+  // start in order (run_at, then priority, then enqueue order), at most the
+  // queue's max_in_flight_per_key (default 1) at once; a task keeps its key's
+  // place while it retries. 1-200 bytes of UTF-8 without control characters;
+  // empty: no key.
+  std::string key;
 };
 
 // A task as stored.
@@ -112,6 +119,7 @@ struct Task {
   // The last webhook response ("HTTP 204", "HTTP 500: <body excerpt>"), kept
   // by whoever acknowledged or failed the task with one (chronoqd does).
   std::optional<std::string> last_response;
+  std::string key;  // empty: none
   // Set only by Enqueue: the id named an unfinished task that on_conflict
   // kIgnore returned unchanged (nothing was written).
   bool existed = false;
@@ -130,14 +138,16 @@ struct Lease {
   uint64_t token = 0;
   Timestamp lease_until;
   std::optional<WebhookTarget> target;
+  std::string key;  // empty: none
 };
 
 // A page of tasks. `next_cursor` is empty on the last page.
 struct ListRequest {
   std::optional<std::string> queue;
   std::optional<TaskState> state;
-  int limit = 100;     // 1-1000
-  std::string cursor;  // from a previous page's next_cursor
+  std::optional<std::string> key;  // only tasks with this key
+  int limit = 100;                 // 1-1000
+  std::string cursor;              // from a previous page's next_cursor
 };
 struct TaskPage {
   std::vector<Task> tasks;

@@ -25,7 +25,8 @@ RunningTask RunningFromRow(const TaskRow& row) {
                 row.max_attempts,
                 row.priority,
                 std::nullopt,
-                row.sid.value_or(0)};
+                row.sid.value_or(0),
+                row.key.value_or("")};
   if (row.backoff_base && row.backoff_cap) t.backoff = Backoff{*row.backoff_base, *row.backoff_cap};
   return t;
 }
@@ -56,6 +57,7 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   t.created_at = SeqCreatedAt(row.seq);
   t.updated_at = row.updated.value_or(t.created_at);
   if (row.target) t.target = DecodeTarget(*row.target);
+  t.key = row.key.value_or("");
   return t;
 }
 
@@ -87,7 +89,11 @@ Status Core::Recover() {
   // Running rows: their leases continue; lapsed ones are redelivered by the
   // first TimedWork.
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> running, store_.LoadRunning());
-  for (const TaskRow& row : running) leases_.Add(RunningFromRow(row));
+  for (const TaskRow& row : running) {
+    leases_.Add(RunningFromRow(row));
+    if (row.key) ++keys_[{row.qid, *row.key}].in_flight;
+  }
+  CHRONOQ_RETURN_IF_ERROR(LoadKeys());
   CHRONOQ_ASSIGN_OR_RETURN(std::optional<int64_t> first,
                            store_.NextScheduledBucket(DueBucket(Timestamp::min())));
   if (first) beyond_ = BucketStart(*first);
@@ -105,6 +111,9 @@ Status Core::Reload() {
   cycle_stats_ = CycleStats();
   beyond_.reset();
   window_full_ = false;
+  resume_seq_ = 0;
+  keys_.clear();
+  pending_.clear();
   // Held locks come back from the store; waiters stay queued, and keys that
   // turn out free are handed to them by the next TimedWork.
   lock_leases_.clear();
@@ -243,18 +252,32 @@ Status Core::NotFoundOrStale(const std::string& id, uint64_t token) {
       "token");
 }
 
-void Core::AddToWindow(int64_t qid, Timestamp due, int priority, int64_t seq) {
-  if (window_.Covers(due)) {
-    window_.Add(qid, {due, priority, seq});
-  } else if (!beyond_ || due < *beyond_) {
-    beyond_ = due;
+bool Core::Loaded(Timestamp due) const {
+  return window_.Covers(due) ||
+         (resume_seq_ != 0 && DueBucket(due) == DueBucket(window_.horizon()));
+}
+
+void Core::AddToWindow(int64_t qid, const Window::Key& key) {
+  if (Loaded(key.due)) {
+    window_.Add(qid, key);
+  } else if (!beyond_ || key.due < *beyond_) {
+    beyond_ = key.due;
   }
 }
 
-void Core::Unschedule(const TaskRow& row) {
-  if (row.state == TaskState::kScheduled && row.due) {
-    window_.Remove(row.qid, {*row.due, row.priority, row.seq});
-  }
+Status Core::Place(int64_t qid, const std::optional<std::string>& key, bool started,
+                   const Window::Key& at) {
+  if (key && !started) return KeyedArrived(qid, *key, at);
+  AddToWindow(qid, at);
+  return {};
+}
+
+Status Core::Unschedule(const TaskRow& row, bool finished) {
+  if (row.state != TaskState::kScheduled || !row.due) return {};
+  if (row.key && row.attempt == 0) return KeyedLeft(row.qid, *row.key, row.seq);
+  window_.Remove(row.qid, {*row.due, row.priority, row.seq});
+  if (finished && row.key) return KeyReleased(row.qid, *row.key, clock_.Now());
+  return {};
 }
 
 void Core::NotePurge(Timestamp at) {
@@ -277,11 +300,15 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
     Timestamp due;
     int priority;
     bool target = false;  // the task has a webhook target
+    std::optional<std::string> key;
   };
   std::vector<Effect> effects;
   // Queues this batch creates: rolling the batch back removes them from the
   // store, so memory must forget them too.
   std::vector<std::string> created;
+  // Keys whose cached backlog counts this batch changed: a rolled-back batch
+  // drops them (they are counted again from the store).
+  std::vector<KeyId> admitted;
   std::vector<Task> out;
   out.reserve(tasks.size());
   if (batch) CHRONOQ_RETURN_IF_ERROR(store_.Savepoint());
@@ -310,15 +337,31 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
     }
     row.target = std::move(t.target);
     row.sid = t.sid;
+    row.key = t.key;
+    const std::string prefix = batch ? "tasks[" + std::to_string(i) + "]." : "";
+    // Counts the new task in its key's backlog, or refuses it. The count is
+    // read from the store before anything is written.
+    if (row.key && queue->settings.max_pending_per_key) {
+      admitted.emplace_back(qid, *row.key);
+      CHRONOQ_RETURN_IF_ERROR(CountPending(*queue, *row.key));
+    }
+    auto admit = [&]() -> Status {
+      return row.key ? AdmitKeyed(*queue, *row.key, prefix + "key") : Status();
+    };
     CHRONOQ_ASSIGN_OR_RETURN(bool inserted, store_.Insert(row));
     if (inserted) {
-      effects.push_back(
-          {std::nullopt, std::nullopt, queue, row.seq, t.due, t.priority, row.target.has_value()});
+      if (Status s = admit(); !s.ok()) {
+        // Writes nothing: the insert is undone.
+        CHRONOQ_RETURN_IF_ERROR(store_.Delete(row.seq));
+        return s;
+      }
+      effects.push_back({std::nullopt, std::nullopt, queue, row.seq, t.due, t.priority,
+                         row.target.has_value(), row.key});
       out.push_back(ToTask(row));
       return {};
     }
     // The client-chosen id is taken.
-    const std::string field = batch ? "tasks[" + std::to_string(i) + "].id" : "id";
+    const std::string field = prefix + "id";
     CHRONOQ_ASSIGN_OR_RETURN(std::optional<TaskRow> existing, store_.FindByName(*t.name));
     if (!existing) return Status::Internal("id " + *t.name + " is taken but not found");
     if (Unfinished(existing->state)) {
@@ -338,23 +381,32 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
                                               field);
           }
           // The replaced task keeps its seq (same task, new time and payload)
-          // and its schedule, if it is an occurrence.
+          // and its schedule, if it is an occurrence. It starts afresh: a
+          // keyed one leaves its key's backlog (or place) and joins again.
           row.seq = existing->seq;
           if (!row.sid) row.sid = existing->sid;
           row.updated = now;
+          // The same key's backlog is unchanged.
+          if (existing->key != row.key || existing->qid != qid || existing->attempt > 0) {
+            CHRONOQ_RETURN_IF_ERROR(admit());
+            if (existing->key && existing->attempt == 0) {
+              NotePending(existing->qid, *existing->key, -1);
+            }
+          }
           CHRONOQ_RETURN_IF_ERROR(store_.Overwrite(row));
           effects.push_back({existing, std::pair(existing->qid, existing->state), queue, row.seq,
-                             t.due, t.priority, row.target.has_value()});
+                             t.due, t.priority, row.target.has_value(), row.key});
           out.push_back(ToTask(row));
           return {};
       }
     }
     // A finished task's id is free: the old row gives way to a new task.
+    CHRONOQ_RETURN_IF_ERROR(admit());
     CHRONOQ_RETURN_IF_ERROR(store_.Delete(existing->seq));
     CHRONOQ_ASSIGN_OR_RETURN(inserted, store_.Insert(row));
     if (!inserted) return Status::Internal("id " + *t.name + " still taken after delete");
     effects.push_back({std::nullopt, std::pair(existing->qid, existing->state), queue, row.seq,
-                       t.due, t.priority, row.target.has_value()});
+                       t.due, t.priority, row.target.has_value(), row.key});
     out.push_back(ToTask(row));
     return {};
   };
@@ -363,6 +415,7 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
     Status s = one(i, tasks[i]);
     if (!s.ok()) {
       if (batch) {
+        for (const KeyId& k : admitted) pending_.erase(k);
         store_.RollbackToSavepoint();
         for (const std::string& name : created) {
           auto it = qids_.find(name);
@@ -382,10 +435,11 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
                                                        e.queue->paused, /*webhooks=*/true));
       e.queue->webhooks = true;
     }
-    if (e.unschedule) Unschedule(*e.unschedule);
+    if (e.unschedule) CHRONOQ_RETURN_IF_ERROR(Unschedule(*e.unschedule, /*finished=*/true));
     if (e.gone) Count(e.gone->first, e.gone->second, std::nullopt);
     Count(*e.queue, std::nullopt, TaskState::kScheduled);
-    AddToWindow(e.queue->qid, e.due, e.priority, e.seq);
+    CHRONOQ_RETURN_IF_ERROR(
+        Place(e.queue->qid, e.key, /*started=*/false, {e.due, e.priority, e.seq}));
   }
   cycle_stats_.enqueued += effects.size();
   return out;
@@ -399,7 +453,8 @@ Result<Task> Core::Cancel(const std::string& id) {
   if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
   const Timestamp purge_at = PurgeAt(row.qid, now);
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kCancelled, purge_at, {}, {}, now}));
-  Unschedule(row);
+  CHRONOQ_RETURN_IF_ERROR(Unschedule(row, /*finished=*/true));
+  if (row.key && row.attempt == 0) NotePending(row.qid, *row.key, -1);
   Count(row.qid, TaskState::kScheduled, TaskState::kCancelled);
   NotePurge(purge_at);
   row.run_at = row.due;
@@ -420,8 +475,9 @@ Result<Task> Core::Reschedule(const std::string& id, Timestamp run_at,
   if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, run_at, {}, {}, now}));
   if (payload) CHRONOQ_RETURN_IF_ERROR(store_.SetPayload(row.seq, *payload));
-  Unschedule(row);
-  AddToWindow(row.qid, run_at, row.priority, row.seq);
+  CHRONOQ_RETURN_IF_ERROR(Unschedule(row, /*finished=*/false));
+  CHRONOQ_RETURN_IF_ERROR(
+      Place(row.qid, row.key, row.attempt > 0, {run_at, row.priority, row.seq}));
   row.due = run_at;
   row.updated = now;
   if (payload) row.payload = *payload;
@@ -433,7 +489,10 @@ Result<Task> Core::Retry(const std::string& id) {
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
   if (row.state != TaskState::kDead) return WrongState(id, row.state, "dead");
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, now, {}, 0, now}));
-  AddToWindow(row.qid, now, row.priority, row.seq);
+  // It starts afresh: a keyed task joins the back of its key's line (by its
+  // new due) and is not refused by max_pending_per_key.
+  CHRONOQ_RETURN_IF_ERROR(Place(row.qid, row.key, /*started=*/false, {now, row.priority, row.seq}));
+  if (row.key) NotePending(row.qid, *row.key, 1);
   Count(row.qid, TaskState::kDead, TaskState::kScheduled);
   row.state = TaskState::kScheduled;
   row.due = now;
@@ -453,10 +512,26 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
   // behaves as if nothing were due (and waits, if it may).
   const int64_t room = std::min<int64_t>(max, Room(*q, now));
   std::vector<Window::Key> keys;
+  std::vector<Keys::iterator> heads;  // of keys whose head this claim took
+  std::vector<bool> took_head;        // per entry of `keys`
+  // When a statement fails the rows are still scheduled; so must the tasks
+  // in memory be, or nobody would claim them until the next restart. Keys'
+  // heads go back through their keys.
+  auto restore = [&](Status failed) -> Status {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!took_head[i]) window_.Add(qid, keys[i]);
+    }
+    CHRONOQ_RETURN_IF_ERROR(UntakeHeads(heads));
+    return failed;
+  };
   while (static_cast<int64_t>(keys.size()) < room) {
     std::optional<Window::Key> key = window_.PopDue(qid, now);
     if (!key) break;
+    Result<std::optional<Keys::iterator>> head = TakeHead(*key, now);
+    if (!head.ok()) return restore(head.status());  // TakeHead put its own entry back
     keys.push_back(*key);
+    took_head.push_back(head->has_value());
+    if (*head) heads.push_back(**head);
   }
   if (keys.empty()) return std::vector<Lease>();
   // One token for the whole claim: it still only grows, and each task's
@@ -467,12 +542,7 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
   seqs.reserve(keys.size());
   for (const Window::Key& k : keys) seqs.push_back(k.seq);
   Result<std::vector<TaskRow>> claimed = store_.MarkRunningMany(seqs, until, token, now);
-  if (!claimed.ok()) {
-    // The rows are still scheduled (the statement failed); so are the tasks
-    // in memory, or nobody would claim them until the next restart.
-    for (const Window::Key& k : keys) window_.Add(qid, k);
-    return claimed.status();
-  }
+  if (!claimed.ok()) return restore(claimed.status());
   std::vector<TaskRow>& rows = *claimed;
   // The rows come back in seq order; leases go out in due order. The window
   // only holds scheduled rows, so a row missing here would be a bug; skipping
@@ -486,11 +556,14 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
     if (it == by_seq.end()) continue;
     TaskRow& row = *it->second;
     RunningTask running = RunningFromRow(row);
-    out.push_back(Lease{running.id, queue, std::move(row.payload), k.due, row.attempt,
+    // A key's head sat in the window at its turn, not its due.
+    const Timestamp run_at = row.run_at.value_or(k.due);
+    out.push_back(Lease{running.id, queue, std::move(row.payload), run_at, row.attempt,
                         row.max_attempts, token, until});
     if (row.target) out.back().target = DecodeTarget(*row.target);
+    out.back().key = running.key;
     leases_.Add(std::move(running));
-    const double late = std::chrono::duration<double>(now - k.due).count();
+    const double late = std::chrono::duration<double>(now - run_at).count();
     ++cycle_stats_.lateness[BucketOf(kLatenessBounds, late)];
     cycle_stats_.lateness_sum += late;
   }
@@ -524,6 +597,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     const std::string* id;
   };
   std::vector<Occurrence> occurrences;
+  std::vector<KeyId> released;  // the keys of acknowledged keyed tasks
   for (const AckRequest& a : acks) {
     const RunningTask* task = Leased(a.id, a.token);
     // A task acknowledged earlier in this batch is already in `seqs`.
@@ -534,6 +608,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     seqs.push_back(task->seq);
     qids.push_back(task->qid);
     if (task->sid != 0) occurrences.push_back({task->sid, task->seq, &a.id});
+    if (!task->key.empty()) released.emplace_back(task->qid, task->key);
     out.emplace_back();
   }
   if (seqs.empty()) return out;
@@ -566,6 +641,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
         OccurrenceFinished(o.sid, o.seq, *o.id, TaskState::kSucceeded, std::nullopt, now));
   }
   for (int64_t seq : seqs) leases_.Remove(seq);
+  for (const KeyId& k : released) CHRONOQ_RETURN_IF_ERROR(KeyReleased(k.first, k.second, now));
   // One count update per run of tasks of the same queue (usually one run).
   for (size_t i = 0, j = 0; i < qids.size(); i = j) {
     while (j < qids.size() && qids[j] == qids[i]) ++j;
@@ -587,9 +663,11 @@ Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::stri
       CHRONOQ_RETURN_IF_ERROR(
           OccurrenceFinished(task.sid, task.seq, task.id, TaskState::kDead, error, now));
     }
+    if (!task.key.empty()) CHRONOQ_RETURN_IF_ERROR(KeyReleased(task.qid, task.key, now));
   } else {
+    // A retry keeps its key's place: it waits in the window like any task.
     CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kScheduled, due, error, {}, now}));
-    AddToWindow(task.qid, due, task.priority, task.seq);
+    AddToWindow(task.qid, {due, task.priority, task.seq});
     Count(task.qid, TaskState::kRunning, TaskState::kScheduled);
   }
   ++cycle_stats_.failed;
@@ -647,11 +725,15 @@ Result<QueueInfo> Core::ConfigureQueue(const std::string& name, const QueueSetti
   if (settings.backoff) merged.backoff = settings.backoff;
   if (settings.retention) merged.retention = settings.retention;
   if (settings.rate_limit) merged.rate_limit = settings.rate_limit;
+  if (settings.max_in_flight_per_key) merged.max_in_flight_per_key = settings.max_in_flight_per_key;
+  if (settings.max_pending_per_key) merged.max_pending_per_key = settings.max_pending_per_key;
   CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, merged, q->paused, q->webhooks));
   // Memory follows before the commit; if it fails, Reload() restores both.
   // Claims waiting on a queue whose limit went up are served by TimedWork,
   // which runs after the ops of the cycle.
+  const bool per_key_changed = merged.max_in_flight_per_key != q->settings.max_in_flight_per_key;
   q->settings = merged;
+  if (per_key_changed) ReofferKeys(q->qid, clock_.Now());
   return Info(*q, clock_.Now());
 }
 
@@ -768,19 +850,29 @@ Status Core::Refill(Timestamp now) {
   }
   if (to <= from) return {};
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<DueEntry> entries,
-                           store_.LoadScheduled(from, to, static_cast<int>(room)));
-  for (const DueEntry& e : entries) window_.Add(e.qid, {e.due, e.priority, e.seq});
-  if (entries.size() == room) {
-    // Memory is full: the horizon stops at the start of the last bucket
-    // loaded, which may be partial. Its rows are loaded again next time (the
-    // window ignores duplicates).
-    window_full_ = true;
+                           store_.LoadScheduled(from, resume_seq_, to, static_cast<int>(room)));
+  // The horizon moves first: placing a keyed row relies on it (KeyedArrived).
+  const bool stopped = entries.size() == room;
+  if (stopped) {
+    // The load stopped inside a bucket: the horizon stops at its start, and
+    // the next refill goes on after the last row read.
     const Timestamp last = BucketStart(DueBucket(entries.back().due));
     if (last > window_.horizon()) window_.set_horizon(last);
-    beyond_ = last;
+    resume_seq_ = entries.back().seq;
+  } else {
+    window_.set_horizon(BucketStart(to));
+    resume_seq_ = 0;
+  }
+  for (const DueEntry& e : entries) {
+    CHRONOQ_RETURN_IF_ERROR(Place(e.qid, e.key, e.started, {e.due, e.priority, e.seq}));
+  }
+  if (stopped) {
+    // Full, or only short of full because keyed rows behind their heads
+    // stay on disk: then the next cycle reads on.
+    window_full_ = window_.size() >= options_.max_window_tasks;
+    beyond_ = window_.horizon();
   } else {
     window_full_ = false;
-    window_.set_horizon(BucketStart(to));
     CHRONOQ_ASSIGN_OR_RETURN(std::optional<int64_t> next, store_.NextScheduledBucket(to));
     beyond_ = next ? std::optional<Timestamp>(BucketStart(*next)) : std::nullopt;
   }

@@ -244,9 +244,20 @@ class Core {
   // The running task `id` if `token` is its current lease; nullptr otherwise.
   const RunningTask* Leased(const std::string& id, uint64_t token) const;
   Status NotFoundOrStale(const std::string& id, uint64_t token);
-  // Puts a scheduled row into the window if it is near enough.
-  void AddToWindow(int64_t qid, Timestamp due, int priority, int64_t seq);
-  void Unschedule(const TaskRow& row);
+  // True when a scheduled row due at `due` belongs in memory: before the
+  // horizon, or in the bucket a full window stopped in (see Refill).
+  bool Loaded(Timestamp due) const;
+  // Puts an unkeyed or started scheduled row into the window if it is
+  // loaded; otherwise notes that something lies beyond.
+  void AddToWindow(int64_t qid, const Window::Key& key);
+  // A row became scheduled (or moved): into the window, or, for a keyed task
+  // waiting to start, to its key.
+  Status Place(int64_t qid, const std::optional<std::string>& key, bool started,
+               const Window::Key& at);
+  // A scheduled row moved or left: memory forgets where it was. `finished`:
+  // it will not run (cancelled, deleted, replaced), so a started keyed task
+  // frees its key's place.
+  Status Unschedule(const TaskRow& row, bool finished);
   // When a task of `qid` finishing now is purged: its queue's retention, else
   // the engine's.
   Timestamp PurgeAt(int64_t qid, Timestamp now) const;
@@ -255,6 +266,57 @@ class Core {
   Status RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
                      Timestamp now);
   Status Refill(Timestamp now);
+
+  // --- per-key ordering (core/keys.cc) ---
+  // A key of a queue that has a task started and unfinished, or a task
+  // waiting to start that is loaded. Its head (the first task waiting to
+  // start, by due, priority, seq) is read from the store's key index; only
+  // the head can be claimed, and only while the key has room, so a claim
+  // never sees the key's other tasks.
+  using KeyId = std::pair<int64_t, std::string>;  // queue, key
+  struct KeyState {
+    int in_flight = 0;                // started, unfinished: running, or scheduled to retry
+    std::optional<Window::Key> head;  // at its real due
+    // The head's entry in the window while the key has room: due at the
+    // later of its due and its key's turn (when the key's previous task was
+    // claimed or finished), which rotates claims among busy keys.
+    std::optional<Window::Key> queued;
+  };
+  using Keys = std::map<KeyId, KeyState>;
+  Status LoadKeys();
+  int KeyLimit(int64_t qid) const;
+  // Queues the head in the window if the key has room.
+  void Offer(Keys::iterator it, Timestamp turn);
+  void Withdraw(Keys::iterator it);
+  // Re-reads the key's head from the store (the first after `after`, when
+  // set) and offers it at `turn`; may forget the key (`it` is then invalid).
+  Status RefetchHead(Keys::iterator it, Timestamp turn,
+                     const std::optional<Window::Key>& after = std::nullopt);
+  // Forgets a key that holds no place and has no loaded head.
+  void MaybeForget(Keys::iterator it);
+  // A task of the key is waiting to start at `at` (enqueued, retried by
+  // hand, rescheduled, refilled).
+  Status KeyedArrived(int64_t qid, const std::string& key, const Window::Key& at);
+  // The task `seq` of the key no longer waits to start at its old place.
+  Status KeyedLeft(int64_t qid, const std::string& key, int64_t seq);
+  // The claim being built popped window entry `entry`. When it is a key's
+  // head, the head takes a place and the next one is queued at `now` (it
+  // can join the same claim); returns that key, else nullopt.
+  Result<std::optional<Keys::iterator>> TakeHead(const Window::Key& entry, Timestamp now);
+  // Undoes TakeHead for a claim whose statement failed.
+  Status UntakeHeads(const std::vector<Keys::iterator>& taken);
+  // A started task of the key finished (or was replaced): its place is free.
+  Status KeyReleased(int64_t qid, const std::string& key, Timestamp now);
+  // After the queue's max_in_flight_per_key changed.
+  void ReofferKeys(int64_t qid, Timestamp now);
+  // Reads how many tasks of the key wait to start into pending_, unless it
+  // is there. Call before writing a task of the key.
+  Status CountPending(const QueueState& q, const std::string& key);
+  // Backpressure: counts one more task of the key waiting to start, or
+  // refuses it (ResourceExhausted naming `field`) at max_pending_per_key.
+  Status AdmitKeyed(const QueueState& q, const std::string& key, std::string_view field);
+  // Adjusts the cached count of the key's tasks waiting to start, if cached.
+  void NotePending(int64_t qid, const std::string& key, int64_t delta);
 
   // --- keyed locks (core/locks.cc) ---
   struct LockState {
@@ -312,6 +374,15 @@ class Core {
   CycleStats cycle_stats_;
 
   Window window_;
+  // When the last refill stopped at max_window_tasks inside a bucket: the
+  // last seq it read of the horizon's bucket (the next refill goes on from
+  // there); 0 otherwise.
+  int64_t resume_seq_ = 0;
+  Keys keys_;
+  std::unordered_map<int64_t, Keys::iterator> queued_heads_;  // by the head's seq
+  // Tasks waiting to start per key, for queues with max_pending_per_key:
+  // counted from the store on first use, then kept; a key at 0 is forgotten.
+  std::map<KeyId, int64_t> pending_;
   // A lower bound of the earliest due of a scheduled row beyond the horizon
   // (its bucket's start); nothing when there is none.
   std::optional<Timestamp> beyond_;

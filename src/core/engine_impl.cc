@@ -534,9 +534,11 @@ Result<TaskPage> EngineImpl::List(const ListRequest& request) {
     return Status::InvalidArgument("limit", "must be between 1 and 1000");
   }
   if (request.queue) CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(*request.queue));
+  if (request.key) CHRONOQ_RETURN_IF_ERROR(ValidateTaskKey(*request.key));
   Store::ListQuery q;
   q.queue = request.queue;
   q.state = request.state;
+  q.key = request.key;
   q.limit = request.limit;
   const bool by_due = request.state.has_value() && *request.state != TaskState::kDead;
   if (!request.cursor.empty()) CHRONOQ_RETURN_IF_ERROR(DecodeCursor(request.cursor, by_due, q));

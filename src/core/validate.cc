@@ -108,6 +108,11 @@ Status ValidateTaskId(std::string_view id, std::string_view field) {
   return ValidateText(id, field);
 }
 
+Status ValidateTaskKey(std::string_view key, std::string_view field) {
+  if (key.size() > kMaxKeyBytes) return Status::InvalidArgument(field, "longer than 200 bytes");
+  return ValidateText(key, field);
+}
+
 Status ValidateText(std::string_view text, std::string_view field) {
   if (text.empty()) return Status::InvalidArgument(field, "must not be empty");
   const std::string_view id = text;
@@ -221,6 +226,14 @@ Status ValidateQueueSettings(const QueueSettings& s) {
   if (s.retention && (*s.retention < Duration::zero() || *s.retention > kMaxQueueRetention)) {
     return Status::InvalidArgument("retention", "must be between 0 and 3650 days");
   }
+  if (s.max_in_flight_per_key &&
+      (*s.max_in_flight_per_key < 1 || *s.max_in_flight_per_key > kMaxInFlightPerKey)) {
+    return Status::InvalidArgument("max_in_flight_per_key", "must be between 1 and 100000");
+  }
+  if (s.max_pending_per_key &&
+      (*s.max_pending_per_key < 1 || *s.max_pending_per_key > kMaxPendingPerKey)) {
+    return Status::InvalidArgument("max_pending_per_key", "must be between 1 and 1000000000");
+  }
   if (s.rate_limit) {
     if (s.rate_limit->count < 1 || s.rate_limit->count > kMaxRateLimitCount) {
       return Status::InvalidArgument("rate_limit.count", "must be between 1 and 1000000");
@@ -297,6 +310,10 @@ Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int defa
     t.name = spec.id;
   }
   t.on_conflict = spec.on_conflict;
+  if (!spec.key.empty()) {
+    CHRONOQ_RETURN_IF_ERROR(ValidateTaskKey(spec.key, Field(prefix, "key")));
+    t.key = spec.key;
+  }
 
   if (spec.max_attempts < 0 || spec.max_attempts > kMaxAttemptsLimit) {
     return Status::InvalidArgument(Field(prefix, "max_attempts"), "must be between 1 and 1000");

@@ -29,12 +29,15 @@ struct ValidTask {
   std::optional<Backoff> backoff;     // unset: the queue's default, if any
   std::optional<std::string> target;  // EncodeTarget() of the spec's target
   std::optional<int64_t> sid;         // set for a schedule's occurrences
+  std::optional<std::string> key;     // per-key ordering
 };
 
 Status ValidateQueueName(std::string_view queue, std::string_view field = "queue");
 // Queue and schedule names: only A-Z a-z 0-9 _ - . :
 Status ValidateNameChars(std::string_view name, std::string_view field);
 Status ValidateTaskId(std::string_view id, std::string_view field = "id");
+// A task's ordering key: 1-200 bytes of UTF-8 without control characters.
+Status ValidateTaskKey(std::string_view key, std::string_view field = "key");
 // Non-empty UTF-8 without control characters (ids, lock keys, owners).
 Status ValidateText(std::string_view text, std::string_view field);
 Status ValidatePayload(std::string_view payload, std::string_view field = "payload");

@@ -34,6 +34,7 @@ struct RunningTask {
   int priority = 0;
   std::optional<Backoff> backoff;
   int64_t sid = 0;  // the schedule it is an occurrence of; 0: none
+  std::string key;  // per-key ordering; empty: none
 };
 
 class LeaseTable {

@@ -56,6 +56,7 @@ struct TaskRow {
   std::optional<std::string> target;    // the webhook target as compact JSON (core/validate.h)
   std::optional<std::string> response;  // the last webhook response: status and body excerpt
   std::optional<int64_t> sid;           // the schedule this task is an occurrence of
+  std::optional<std::string> key;       // per-key ordering (TaskSpec::key)
 };
 
 // A schedule as stored. Its definition is one JSON column (schedule_spec.h);
@@ -125,6 +126,8 @@ struct DueEntry {
   int64_t qid = 0;
   Timestamp due;
   int priority = 0;
+  std::optional<std::string> key;
+  bool started = false;  // claimed before (attempt > 0): a retry
 };
 
 struct StoreMeta {
@@ -173,6 +176,20 @@ class Store {
   virtual Result<std::vector<ScheduleRow>> ListSchedules(std::optional<int64_t> qid,
                                                          const std::string& after_name,
                                                          int limit) = 0;
+
+  // --- keyed tasks (writer) ---
+  // Keyed tasks waiting to start (scheduled, attempt 0) are indexed by
+  // (queue, key, due, priority, seq): only those, so the index costs nothing
+  // once a task has started.
+  // The first task of `key` in queue `qid` waiting to start; with `after`,
+  // the first one after that (due, priority, seq) position.
+  virtual Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
+                                                  const std::optional<DueEntry>& after) = 0;
+  // How many tasks of `key` in queue `qid` wait to start.
+  virtual Result<int64_t> CountKeyPending(int64_t qid, const std::string& key) = 0;
+  // The queue and key of each keyed task waiting to retry (scheduled,
+  // attempt > 0), one pair per task (few: they are failures in backoff).
+  virtual Result<std::vector<std::pair<int64_t, std::string>>> LoadKeyRetries() = 0;
 
   // --- keyed locks (writer) ---
   // Inserts or replaces the lock row of row.key.
@@ -228,9 +245,10 @@ class Store {
   virtual Status SaveNextToken(uint64_t next_token) = 0;
 
   // Scheduled rows whose due bucket is in [from_bucket, to_bucket), in bucket
-  // then seq order, at most `limit`.
-  virtual Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t to_bucket,
-                                                      int limit) = 0;
+  // then seq order, at most `limit`, skipping the rows of from_bucket with
+  // seq <= after_seq (the part of it already read).
+  virtual Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t after_seq,
+                                                      int64_t to_bucket, int limit) = 0;
   // The first bucket >= from_bucket that holds a scheduled row.
   virtual Result<std::optional<int64_t>> NextScheduledBucket(int64_t from_bucket) = 0;
   // Every running row (there are as many as leases held: few).
@@ -255,6 +273,7 @@ class Store {
   struct ListQuery {
     std::optional<std::string> queue;
     std::optional<TaskState> state;
+    std::optional<std::string> key;
     int limit = 100;
     int64_t after_bucket = INT64_MIN;
     int64_t after_seq = 0;

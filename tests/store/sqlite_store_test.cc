@@ -660,6 +660,58 @@ TEST_F(SqliteStoreTest, SaveNextTokenPersistsAcrossReopen) {
   EXPECT_EQ(reopened->next_token, 5000u);
 }
 
+TEST_F(SqliteStoreTest, KeyedTasksWaitingToStartAreFoundByKeyInOrder) {
+  const int64_t q = Queue("q");
+  auto keyed = [&](int64_t seq, Timestamp due, int attempt = 0, int prio = 0) {
+    TaskRow r = Scheduled(seq, q, due);
+    r.key = "k";
+    r.attempt = attempt;
+    r.priority = prio;
+    return r;
+  };
+  InsertCommitted(keyed(1, kBase + seconds(20)));
+  InsertCommitted(keyed(2, kBase + seconds(10)));
+  InsertCommitted(keyed(3, kBase + seconds(10)));
+  InsertCommitted(keyed(4, kBase + seconds(10), 0, -1));
+  InsertCommitted(keyed(5, kBase, /*attempt=*/2));  // waiting to retry: not waiting to start
+  TaskRow other = keyed(6, kBase);
+  other.key = "other";
+  InsertCommitted(other);
+  InsertCommitted(Scheduled(7, q, kBase));  // no key
+
+  // (due, priority, seq) order; `after` steps past a position.
+  std::vector<int64_t> order;
+  std::optional<DueEntry> after;
+  for (;;) {
+    Result<std::optional<DueEntry>> head = store_->KeyHead(q, "k", after);
+    ASSERT_TRUE(head.ok()) << head.status().ToString();
+    if (!head->has_value()) break;
+    order.push_back((*head)->seq);
+    after = *head;
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{4, 2, 3, 1}));
+  EXPECT_EQ(*store_->CountKeyPending(q, "k"), 4);
+  EXPECT_EQ(*store_->CountKeyPending(q, "other"), 1);
+  EXPECT_EQ(*store_->CountKeyPending(q + 1, "k"), 0);
+  Result<std::vector<std::pair<int64_t, std::string>>> retries = store_->LoadKeyRetries();
+  ASSERT_TRUE(retries.ok());
+  EXPECT_EQ(*retries, (std::vector<std::pair<int64_t, std::string>>{{q, "k"}}));
+
+  // The window's load says which rows are keyed and which started.
+  Result<std::vector<DueEntry>> loaded = store_->LoadScheduled(kB0, 0, kB0 + 1, 100);
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_EQ(loaded->size(), 7u);
+  EXPECT_EQ((*loaded)[4].key, "k");
+  EXPECT_TRUE((*loaded)[4].started);
+  EXPECT_FALSE((*loaded)[0].started);
+  EXPECT_EQ((*loaded)[6].key, std::nullopt);
+  // Going on after seq 5 within the first bucket.
+  Result<std::vector<DueEntry>> rest = store_->LoadScheduled(kB0, 5, kB0 + 1, 100);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->size(), 2u);
+  EXPECT_EQ((*rest)[0].seq, 6);
+}
+
 TEST_F(SqliteStoreTest, LoadScheduledRangeLimitAndOrder) {
   const int64_t q1 = Queue("q1");
   const int64_t q2 = Queue("q2");
@@ -675,7 +727,7 @@ TEST_F(SqliteStoreTest, LoadScheduledRangeLimitAndOrder) {
   InsertCommitted(Row(8, q1, TaskState::kSucceeded, kBase + kBucket));
 
   // Bucket order, then seq order within a bucket.
-  Result<std::vector<DueEntry>> all = store_->LoadScheduled(kB0, kB0 + 3, 100);
+  Result<std::vector<DueEntry>> all = store_->LoadScheduled(kB0, 0, kB0 + 3, 100);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   std::vector<int64_t> seqs;
   for (const DueEntry& e : *all) seqs.push_back(e.seq);
@@ -687,13 +739,13 @@ TEST_F(SqliteStoreTest, LoadScheduledRangeLimitAndOrder) {
   EXPECT_EQ(first_of_bucket.due, kBase + kBucket + seconds(3));  // the exact due
   EXPECT_EQ(first_of_bucket.priority, -7);
 
-  Result<std::vector<DueEntry>> two = store_->LoadScheduled(kB0, kB0 + 3, 2);
+  Result<std::vector<DueEntry>> two = store_->LoadScheduled(kB0, 0, kB0 + 3, 2);
   ASSERT_TRUE(two.ok());
   ASSERT_EQ(two->size(), 2u);
   EXPECT_EQ((*two)[0].seq, 4);
   EXPECT_EQ((*two)[1].seq, 1);
 
-  Result<std::vector<DueEntry>> none = store_->LoadScheduled(kB0 + 4, kB0 + 100, 100);
+  Result<std::vector<DueEntry>> none = store_->LoadScheduled(kB0 + 4, 0, kB0 + 100, 100);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
 }
@@ -1199,11 +1251,15 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   }
   // Turn it back into a schema-2 database: the old index, no response or sid
   // column, no schedules, the old version.
-  ExecRaw(path,
-          "DROP INDEX tasks_due; CREATE INDEX tasks_due ON tasks(state, (due >> 26));"
-          "ALTER TABLE tasks DROP COLUMN sid; ALTER TABLE tasks DROP COLUMN response;"
-          "DROP TABLE schedules; ALTER TABLE queues DROP COLUMN rate_count;"
-          "ALTER TABLE queues DROP COLUMN rate_period; UPDATE meta SET v=2 WHERE k='schema';");
+  ExecRaw(
+      path,
+      "DROP INDEX tasks_due; CREATE INDEX tasks_due ON tasks(state, (due >> 26));"
+      "ALTER TABLE tasks DROP COLUMN sid; ALTER TABLE tasks DROP COLUMN response;"
+      "DROP TABLE schedules; ALTER TABLE queues DROP COLUMN rate_count;"
+      "ALTER TABLE queues DROP COLUMN rate_period; DROP INDEX tasks_key;"
+      "DROP INDEX tasks_key_retry; ALTER TABLE tasks DROP COLUMN key;"
+      "ALTER TABLE queues DROP COLUMN key_in_flight; ALTER TABLE queues DROP COLUMN key_pending;"
+      "UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
@@ -1212,7 +1268,7 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   EXPECT_NE(DueIndexSql(path).find("due >> 28"), std::string::npos);
   // The row is found through the new index.
   Result<std::vector<DueEntry>> rows =
-      (*store)->LoadScheduled(DueBucket(due), DueBucket(due) + 1, 10);
+      (*store)->LoadScheduled(DueBucket(due), 0, DueBucket(due) + 1, 10);
   ASSERT_TRUE(rows.ok());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].seq, 1);
@@ -1227,6 +1283,15 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   schedule.name = "nightly";
   schedule.spec = "{}";
   EXPECT_TRUE((*store)->InsertSchedule(schedule).ok());
+  // Schema 6: keyed tasks and their index.
+  TaskRow keyed = occurrence;
+  keyed.seq = 3;
+  keyed.key = "customer:1";
+  EXPECT_TRUE((*store)->Insert(keyed).ok());
+  Result<std::optional<DueEntry>> head = (*store)->KeyHead(keyed.qid, "customer:1", std::nullopt);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  ASSERT_TRUE(head->has_value());
+  EXPECT_EQ((*head)->seq, 3);
   ASSERT_TRUE((*store)->Commit().ok());
   EXPECT_EQ((*(*store)->ReadBySeq(1))->row.response, "HTTP 200");
   EXPECT_EQ((*(*store)->ReadBySeq(1))->row.sid, std::nullopt);

@@ -72,6 +72,16 @@ class FaultyStore final : public Store {
   Status SaveLock(const LockRow& row) override { return inner_->SaveLock(row); }
   Status DeleteLock(const std::string& key) override { return inner_->DeleteLock(key); }
   Result<std::vector<LockRow>> LoadLocks() override { return inner_->LoadLocks(); }
+  Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
+                                          const std::optional<DueEntry>& after) override {
+    return inner_->KeyHead(qid, key, after);
+  }
+  Result<int64_t> CountKeyPending(int64_t qid, const std::string& key) override {
+    return inner_->CountKeyPending(qid, key);
+  }
+  Result<std::vector<std::pair<int64_t, std::string>>> LoadKeyRetries() override {
+    return inner_->LoadKeyRetries();
+  }
   Result<bool> Insert(const TaskRow& row) override { return inner_->Insert(row); }
   Status Overwrite(const TaskRow& row) override { return inner_->Overwrite(row); }
   Status Delete(int64_t seq) override { return inner_->Delete(seq); }
@@ -103,9 +113,9 @@ class FaultyStore final : public Store {
     return inner_->SetPayload(seq, payload);
   }
   Status SaveNextToken(uint64_t next_token) override { return inner_->SaveNextToken(next_token); }
-  Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t to_bucket,
-                                              int limit) override {
-    return inner_->LoadScheduled(from_bucket, to_bucket, limit);
+  Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t after_seq,
+                                              int64_t to_bucket, int limit) override {
+    return inner_->LoadScheduled(from_bucket, after_seq, to_bucket, limit);
   }
   Result<std::optional<int64_t>> NextScheduledBucket(int64_t from_bucket) override {
     return inner_->NextScheduledBucket(from_bucket);

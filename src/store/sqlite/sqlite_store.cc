@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -48,7 +49,9 @@ CREATE TABLE IF NOT EXISTS queues(
   n_cancelled INTEGER NOT NULL DEFAULT 0,
   n_dead INTEGER NOT NULL DEFAULT 0,
   rate_count INTEGER,
-  rate_period INTEGER);
+  rate_period INTEGER,
+  key_in_flight INTEGER,
+  key_pending INTEGER);
 CREATE TABLE IF NOT EXISTS tasks(
   seq INTEGER PRIMARY KEY,
   qid INTEGER NOT NULL,
@@ -67,7 +70,8 @@ CREATE TABLE IF NOT EXISTS tasks(
   backoff_cap INTEGER,
   target TEXT,
   response TEXT,
-  sid INTEGER);
+  sid INTEGER,
+  key TEXT);
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks(state, (due >> 28));
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
 CREATE TABLE IF NOT EXISTS schedules(
@@ -95,10 +99,20 @@ CREATE TABLE IF NOT EXISTS locks(
   token INTEGER NOT NULL,
   owner TEXT NOT NULL,
   expires INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 5), ('next_token', 1);
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 6), ('next_token', 1);
 )sql";
 
-constexpr int kSchemaVersion = 5;
+// The indexes of keyed tasks (store.h), created after any migration added
+// `key`. Both are partial: an unkeyed task never touches them, and a keyed
+// one leaves tasks_key when it is first claimed.
+constexpr const char* kKeyIndexes = R"sql(
+CREATE INDEX IF NOT EXISTS tasks_key ON tasks(qid, key, due, prio)
+  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;
+CREATE INDEX IF NOT EXISTS tasks_key_retry ON tasks(qid)
+  WHERE key IS NOT NULL AND state = 0 AND attempt > 0;
+)sql";
+
+constexpr int kSchemaVersion = 6;
 
 // Schema 1 -> 2: queue settings, paused flag and counts; task targets. The
 // columns are added in the order kSchema declares them, so a migrated database
@@ -153,6 +167,15 @@ ALTER TABLE queues ADD COLUMN rate_period INTEGER;
 UPDATE meta SET v=5 WHERE k='schema';
 )sql";
 
+// Schema 5 -> 6: per-key ordering (the task's key; the queue's per-key
+// limits). The indexes follow as kKeyIndexes.
+constexpr const char* kMigrateFrom5 = R"sql(
+ALTER TABLE queues ADD COLUMN key_in_flight INTEGER;
+ALTER TABLE queues ADD COLUMN key_pending INTEGER;
+ALTER TABLE tasks ADD COLUMN key TEXT;
+UPDATE meta SET v=6 WHERE k='schema';
+)sql";
+
 // Rows per batched claim or acknowledgement statement ("seq IN (...)"); unused
 // slots are bound to NULL, which matches nothing. Fewer statements per task
 // was worth about a third of the claim/ack path's time.
@@ -172,7 +195,7 @@ constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
 #define CHRONOQ_TASK_COLS                                                                 \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
-  "t.response, t.sid"
+  "t.response, t.sid, t.key"
 
 int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
 Timestamp FromMicros(int64_t v) { return Timestamp(Duration(v)); }
@@ -283,6 +306,7 @@ class Stmt {
     r.target = OptText(15);
     r.response = OptText(16);
     r.sid = OptInt(17);
+    r.key = OptText(18);
     return r;
   }
 
@@ -367,6 +391,7 @@ class SqliteStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kJournalSizeLimit));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kSchema));
     CHRONOQ_RETURN_IF_ERROR(Migrate());
+    CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kKeyIndexes));
     CHRONOQ_ASSIGN_OR_RETURN(reader_, OpenConnection(path, /*writer=*/false));
     CHRONOQ_RETURN_IF_ERROR(Exec(reader_, "PRAGMA query_only=1"));
     CHRONOQ_ASSIGN_OR_RETURN(checkpoint_db_, OpenConnection(path, /*writer=*/false));
@@ -446,7 +471,11 @@ class SqliteStore final : public Store {
       s = Exec(writer_, kMigrateFrom3);
       version = 4;
     }
-    if (s.ok() && version == 4) s = Exec(writer_, kMigrateFrom4);
+    if (s.ok() && version == 4) {
+      s = Exec(writer_, kMigrateFrom4);
+      version = 5;
+    }
+    if (s.ok() && version == 5) s = Exec(writer_, kMigrateFrom5);
     if (s.ok()) s = Exec(writer_, "COMMIT");
     if (!s.ok()) Exec(writer_, "ROLLBACK").IgnoreError();
     return s;
@@ -512,6 +541,8 @@ class SqliteStore final : public Store {
       if (!s.IsNull(14) && !s.IsNull(15)) {
         q.settings.rate_limit = RateLimit{static_cast<int>(s.Int(14)), Duration(s.Int(15))};
       }
+      if (!s.IsNull(16)) q.settings.max_in_flight_per_key = static_cast<int>(s.Int(16));
+      q.settings.max_pending_per_key = s.OptInt(17);
       out.push_back(std::move(q));
     }
     s.Reset();
@@ -534,6 +565,8 @@ class SqliteStore final : public Store {
       s.Bind(9, static_cast<int64_t>(q.rate_limit->count));
       s.Bind(10, static_cast<int64_t>(q.rate_limit->period.count()));
     }
+    if (q.max_in_flight_per_key) s.Bind(11, static_cast<int64_t>(*q.max_in_flight_per_key));
+    s.Bind(12, q.max_pending_per_key);
     return s.Run("save queue settings");
   }
 
@@ -625,13 +658,16 @@ class SqliteStore final : public Store {
     return w_.save_token.Reset().Bind(1, static_cast<int64_t>(next_token)).Run("save token");
   }
 
-  Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t to_bucket,
-                                              int limit) override {
+  Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t after_seq,
+                                              int64_t to_bucket, int limit) override {
     std::vector<DueEntry> out;
-    Stmt& s = w_.load_scheduled.Reset().Bind(1, from_bucket).Bind(2, to_bucket).Bind(3, limit);
+    Stmt& s = w_.load_scheduled.Reset().Bind(1, from_bucket).Bind(2, to_bucket);
+    s.Bind(3, static_cast<int64_t>(limit)).Bind(4, after_seq);
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
-      out.push_back({s.Int(0), s.Int(1), FromMicros(s.Int(2)), static_cast<int>(s.Int(3))});
+      out.push_back(DueEntryOf(s));
+      out.back().key = s.OptText(4);
+      out.back().started = s.Int(5) > 0;
     }
     s.Reset();
     if (rc != SQLITE_DONE) return SqlError(writer_, "load window");
@@ -641,6 +677,33 @@ class SqliteStore final : public Store {
   Result<std::optional<int64_t>> NextScheduledBucket(int64_t from_bucket) override {
     return QueryOne<int64_t>(w_.next_scheduled.Reset().Bind(1, from_bucket), writer_, "next due",
                              [](const Stmt& s) { return s.Int(0); });
+  }
+
+  Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
+                                          const std::optional<DueEntry>& after) override {
+    Stmt& s = w_.key_head.Reset().Bind(1, qid).Bind(2, key);
+    if (after) {
+      s.Bind(3, after->due).Bind(4, static_cast<int64_t>(after->priority)).Bind(5, after->seq);
+    } else {
+      s.Bind(3, std::numeric_limits<int64_t>::min()).Bind(4, int64_t{0}).Bind(5, int64_t{0});
+    }
+    return QueryOne<DueEntry>(s, writer_, "key head", DueEntryOf);
+  }
+  Result<int64_t> CountKeyPending(int64_t qid, const std::string& key) override {
+    CHRONOQ_ASSIGN_OR_RETURN(
+        std::optional<int64_t> n,
+        (QueryOne<int64_t>(w_.key_pending.Reset().Bind(1, qid).Bind(2, key), writer_,
+                           "count key backlog", [](const Stmt& st) { return st.Int(0); })));
+    return n.value_or(0);
+  }
+  Result<std::vector<std::pair<int64_t, std::string>>> LoadKeyRetries() override {
+    std::vector<std::pair<int64_t, std::string>> out;
+    Stmt& s = w_.key_retries.Reset();
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Int(0), s.Text(1));
+    s.Reset();
+    if (rc != SQLITE_DONE) return SqlError(writer_, "load keyed retries");
+    return out;
   }
 
   Result<std::vector<TaskRow>> LoadRunning() override {
@@ -766,6 +829,7 @@ class SqliteStore final : public Store {
       sql += "t.seq > ?3";
     }
     if (q.queue.has_value()) sql += " AND q.name = ?4";
+    if (q.key.has_value()) sql += " AND t.key = ?6";
     sql += by_due ? " ORDER BY " CHRONOQ_BUCKET ", t.seq" : " ORDER BY t.seq";
     sql += " LIMIT ?5";
 
@@ -775,6 +839,7 @@ class SqliteStore final : public Store {
     if (q.state.has_value()) s.Bind(1, static_cast<int64_t>(*q.state));
     s.Bind(2, q.after_bucket).Bind(3, q.after_seq).Bind(5, static_cast<int64_t>(q.limit));
     if (q.queue.has_value()) s.Bind(4, *q.queue);
+    if (q.key.has_value()) s.Bind(6, *q.key);
     std::vector<ReadRow> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(*ReadRowOf(s));
@@ -783,7 +848,11 @@ class SqliteStore final : public Store {
   }
 
  private:
-  static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(18)}; }
+  static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(19)}; }
+  // seq, qid, due, prio at columns 0-3.
+  static DueEntry DueEntryOf(const Stmt& s) {
+    return {s.Int(0), s.Int(1), FromMicros(s.Int(2)), static_cast<int>(s.Int(3))};
+  }
 
   // Called by SQLite on the writer thread after each commit with the number
   // of pages in the WAL.
@@ -840,6 +909,7 @@ class SqliteStore final : public Store {
     s.Bind(7, static_cast<int64_t>(r.max_attempts)).Bind(8, r.payload).Bind(9, r.name);
     s.Bind(10, r.run_at).Bind(11, r.token).Bind(12, r.last_error).Bind(13, r.updated);
     s.Bind(14, r.backoff_base).Bind(15, r.backoff_cap).Bind(16, r.target).Bind(17, r.sid);
+    s.Bind(18, r.key);
   }
 
   // The schedule columns in ScheduleRowOf() order, bound as ?1..?18 by
@@ -931,22 +1001,22 @@ class SqliteStore final : public Store {
         {&w_.queues,
          "SELECT qid, name, paused, concurrency, max_attempts, backoff_base, backoff_cap,"
          " retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead, webhooks,"
-         " rate_count, rate_period FROM queues ORDER BY qid"},
+         " rate_count, rate_period, key_in_flight, key_pending FROM queues ORDER BY qid"},
         {&w_.queue_settings,
          "UPDATE queues SET paused=?2, concurrency=?3, max_attempts=?4, backoff_base=?5,"
-         " backoff_cap=?6, retention=?7, webhooks=?8, rate_count=?9, rate_period=?10"
-         " WHERE qid=?1"},
+         " backoff_cap=?6, retention=?7, webhooks=?8, rate_count=?9, rate_period=?10,"
+         " key_in_flight=?11, key_pending=?12 WHERE qid=?1"},
         {&w_.queue_counts,
          "UPDATE queues SET n_scheduled=?2, n_running=?3, n_succeeded=?4, n_cancelled=?5,"
          " n_dead=?6 WHERE qid=?1"},
         {&w_.insert,
          "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
-         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid)"
-         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)"},
+         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key)"
+         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)"},
         {&w_.overwrite,
          "UPDATE tasks SET qid=?2, state=?3, due=?4, prio=?5, attempt=?6, max_attempts=?7,"
          " payload=?8, name=?9, run_at=?10, token=?11, last_error=?12, updated=?13,"
-         " backoff_base=?14, backoff_cap=?15, target=?16, sid=?17 WHERE seq=?1"},
+         " backoff_base=?14, backoff_cap=?15, target=?16, sid=?17, key=?18 WHERE seq=?1"},
         {&w_.remove, "DELETE FROM tasks WHERE seq = ?1"},
         {&w_.by_seq, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.seq = ?1"},
         {&w_.by_name, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.name = ?1"},
@@ -965,8 +1035,19 @@ class SqliteStore final : public Store {
         {&w_.set_response, "UPDATE tasks SET response=?2 WHERE seq=?1"},
         {&w_.save_token, "UPDATE meta SET v=?1 WHERE k='next_token'"},
         {&w_.load_scheduled,
-         "SELECT seq, qid, due, prio FROM tasks WHERE state=0 AND " CHRONOQ_BUCKET
-         " >= ?1 AND " CHRONOQ_BUCKET " < ?2 ORDER BY " CHRONOQ_BUCKET ", seq LIMIT ?3"},
+         "SELECT seq, qid, due, prio, key, attempt FROM tasks WHERE state=0 AND " CHRONOQ_BUCKET
+         " >= ?1 AND " CHRONOQ_BUCKET " < ?2 AND (" CHRONOQ_BUCKET " > ?1 OR seq > ?4)"
+         " ORDER BY " CHRONOQ_BUCKET ", seq LIMIT ?3"},
+        {&w_.key_head,
+         "SELECT seq, qid, due, prio FROM tasks INDEXED BY tasks_key WHERE qid=?1 AND key=?2"
+         " AND state=0 AND attempt=0 AND (due, prio, seq) > (?3, ?4, ?5)"
+         " ORDER BY due, prio, seq LIMIT 1"},
+        {&w_.key_pending,
+         "SELECT count(*) FROM tasks INDEXED BY tasks_key WHERE qid=?1 AND key=?2"
+         " AND state=0 AND attempt=0"},
+        {&w_.key_retries,
+         "SELECT qid, key FROM tasks INDEXED BY tasks_key_retry"
+         " WHERE key IS NOT NULL AND state=0 AND attempt>0"},
         {&w_.next_scheduled,
          "SELECT " CHRONOQ_BUCKET " FROM tasks WHERE state=0 AND " CHRONOQ_BUCKET
          " >= ?1 ORDER BY " CHRONOQ_BUCKET " LIMIT 1"},
@@ -1014,6 +1095,7 @@ class SqliteStore final : public Store {
     Stmt insert, overwrite, remove, by_seq, by_name, mark_running, read_claimed, move, set_due,
         mark_succeeded, set_payload, set_response, save_token;
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
+    Stmt key_head, key_pending, key_retries;
     Stmt schedule_insert, schedule_save, schedule_delete, schedule_by_sid, schedule_by_name,
         schedules_due, schedules_list;
     Stmt lock_save, lock_delete, locks;

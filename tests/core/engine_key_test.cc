@@ -1,0 +1,398 @@
+// Per-key ordering through the Engine on a fake clock: one (or N) in flight
+// per key, order by run_at then enqueue order, places kept across retries,
+// fairness among keys, backpressure, restarts, and a failed commit.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "support/engine_fixture.h"
+#include "support/faulty_engine_fixture.h"
+
+namespace chronoq {
+namespace {
+
+using namespace std::chrono_literals;
+using test::EngineFixture;
+
+class EngineKeyTest : public EngineFixture {
+ protected:
+  static TaskSpec Keyed(const std::string& key, const std::string& id, Duration delay = 0s) {
+    TaskSpec spec;
+    spec.queue = "q";
+    spec.key = key;
+    spec.id = id;
+    spec.delay = delay;
+    return spec;
+  }
+  Task AddKeyed(const std::string& key, const std::string& id, Duration delay = 0s,
+                int max_attempts = 0) {
+    TaskSpec spec = Keyed(key, id, delay);
+    spec.max_attempts = max_attempts;
+    Result<Task> t = engine_->Enqueue(spec);
+    EXPECT_TRUE(t.ok()) << id << ": " << t.status().ToString();
+    return t.ok() ? *t : Task{};
+  }
+  std::vector<Lease> ClaimAll(int max = 100) {
+    Result<std::vector<Lease>> got = engine_->Claim("q", max, 30s);
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    return got.ok() ? *got : std::vector<Lease>();
+  }
+  static std::vector<std::string> Ids(const std::vector<Lease>& leases) {
+    std::vector<std::string> ids;
+    for (const Lease& l : leases) ids.push_back(l.id);
+    return ids;
+  }
+  void AckAll(const std::vector<Lease>& leases) {
+    for (const Lease& l : leases) ASSERT_TRUE(engine_->Ack(l.id, l.token).ok()) << l.id;
+  }
+  void Configure(const QueueSettings& settings) {
+    Result<QueueInfo> info = engine_->ConfigureQueue("q", settings);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+  }
+  void Reopen() {
+    engine_.reset();
+    Open();
+  }
+};
+
+TEST_F(EngineKeyTest, OneTaskOfAKeyRunsAtATimeInEnqueueOrder) {
+  AddKeyed("a", "a1");
+  AddKeyed("a", "a2");
+  AddKeyed("a", "a3");
+  AddKeyed("b", "b1");
+  Add(0s, "plain");
+
+  std::vector<Lease> first = ClaimAll();
+  EXPECT_EQ(Ids(first), (std::vector<std::string>{"a1", "b1", "plain"}));
+  for (const Lease& l : first) {
+    EXPECT_EQ(l.key, l.id == "plain" ? "" : l.id.substr(0, 1));
+  }
+  EXPECT_TRUE(ClaimAll().empty()) << "a2 must wait for a1";
+
+  AckAll(first);
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"a2"});
+  EXPECT_EQ(engine_->Get("a2")->key, "a");
+  EXPECT_EQ(engine_->Get("plain")->key, "");
+}
+
+TEST_F(EngineKeyTest, OrderIsRunAtThenPriorityThenEnqueueOrder) {
+  AddKeyed("k", "later", 20s);
+  AddKeyed("k", "sooner", 10s);
+  TaskSpec urgent = Keyed("k", "urgent", 20s);
+  urgent.priority = -1;
+  ASSERT_TRUE(engine_->Enqueue(urgent).ok());
+  AddKeyed("k", "also-later", 20s);
+
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(20s);
+    std::vector<Lease> got = ClaimAll();
+    ASSERT_EQ(got.size(), 1u) << "round " << i;
+    order.push_back(got[0].id);
+    AckAll(got);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"sooner", "urgent", "later", "also-later"}));
+}
+
+TEST_F(EngineKeyTest, AFailingTaskKeepsItsPlaceWhileItRetries) {
+  AddKeyed("k", "k1");
+  AddKeyed("k", "k2");
+  std::vector<Lease> got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"k1"});
+  ASSERT_TRUE(engine_->Fail("k1", got[0].token, "boom", 10s).ok());
+
+  EXPECT_TRUE(ClaimAll().empty()) << "k2 must not overtake k1's retry";
+  clock_.Advance(9s);
+  EXPECT_TRUE(ClaimAll().empty());
+  clock_.Advance(1s);
+  got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"k1"});
+  EXPECT_EQ(got[0].attempt, 2);
+  EXPECT_TRUE(ClaimAll().empty());
+  AckAll(got);
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k2"});
+}
+
+TEST_F(EngineKeyTest, ALapsedLeaseRetriesInPlace) {
+  AddKeyed("k", "k1");
+  AddKeyed("k", "k2");
+  ASSERT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k1"});
+  clock_.Advance(31s);  // the lease lapses: k1 is due again at once
+  std::vector<Lease> got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"k1"});
+  EXPECT_EQ(got[0].attempt, 2);
+}
+
+TEST_F(EngineKeyTest, DyingOrCancellingReleasesTheKey) {
+  AddKeyed("k", "k1", 0s, /*max_attempts=*/1);
+  AddKeyed("k", "k2", 0s, /*max_attempts=*/2);
+  AddKeyed("k", "k3");
+  std::vector<Lease> got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"k1"});
+  ASSERT_TRUE(engine_->Fail("k1", got[0].token, "fatal").ok());
+  EXPECT_EQ(StateOf("k1"), TaskState::kDead);
+
+  got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"k2"});
+  ASSERT_TRUE(engine_->Fail("k2", got[0].token, "again", 1h).ok());
+  EXPECT_TRUE(ClaimAll().empty());
+  // Cancelling the retry frees the place.
+  ASSERT_TRUE(engine_->Cancel("k2").ok());
+  got = ClaimAll();
+  EXPECT_EQ(Ids(got), std::vector<std::string>{"k3"});
+
+  // A dead task retried by hand joins the back of its key's line.
+  AddKeyed("k", "k4");
+  clock_.Advance(1s);
+  ASSERT_TRUE(engine_->Retry("k1").ok());
+  AckAll(got);
+  got = ClaimAll();
+  EXPECT_EQ(Ids(got), std::vector<std::string>{"k4"});
+  AckAll(got);
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k1"});
+}
+
+TEST_F(EngineKeyTest, CancellingOrReschedulingWaitingTasksMovesTheHead) {
+  AddKeyed("k", "k1", 10s);
+  AddKeyed("k", "k2", 20s);
+  AddKeyed("k", "k3", 30s);
+  ASSERT_TRUE(engine_->Cancel("k1").ok());
+  // k3 moves before k2.
+  ASSERT_TRUE(engine_->Reschedule("k3", clock_.Now() + 15s, std::nullopt).ok());
+  clock_.Advance(15s);
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k3"});
+  clock_.Advance(10s);
+  EXPECT_TRUE(ClaimAll().empty()) << "k3 still runs";
+}
+
+TEST_F(EngineKeyTest, ReplacingAWaitingTaskKeepsOrder) {
+  AddKeyed("k", "k1", 10s);
+  AddKeyed("k", "k2", 20s);
+  TaskSpec spec = Keyed("k", "k1", 30s);
+  spec.on_conflict = OnConflict::kReplace;
+  ASSERT_TRUE(engine_->Enqueue(spec).ok());
+  clock_.Advance(30s);
+  std::vector<Lease> got = ClaimAll();
+  EXPECT_EQ(Ids(got), std::vector<std::string>{"k2"});
+  AckAll(got);
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k1"});
+}
+
+TEST_F(EngineKeyTest, MaxInFlightPerKeyAllowsThatManyInOrder) {
+  QueueSettings s;
+  s.max_in_flight_per_key = 2;
+  Configure(s);
+  for (int i = 1; i <= 4; ++i) AddKeyed("k", "k" + std::to_string(i));
+  std::vector<Lease> got = ClaimAll();
+  EXPECT_EQ(Ids(got), (std::vector<std::string>{"k1", "k2"}));
+  EXPECT_TRUE(ClaimAll().empty());
+  ASSERT_TRUE(engine_->Ack("k2", got[1].token).ok());
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k3"});
+
+  // Lowering the limit holds k4 back until two tasks finish.
+  s.max_in_flight_per_key = 1;
+  Configure(s);
+  ASSERT_TRUE(engine_->Ack("k1", got[0].token).ok());
+  EXPECT_TRUE(ClaimAll().empty());
+  s.max_in_flight_per_key = 3;
+  Configure(s);
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k4"});
+}
+
+// A key with many due tasks delays a key with one by at most one round,
+// and one key never takes every worker.
+TEST_F(EngineKeyTest, ClaimsRotateAmongKeys) {
+  QueueSettings s;
+  s.max_in_flight_per_key = 1000;
+  Configure(s);
+  for (int i = 0; i < 500; ++i) AddKeyed("hot", "hot" + std::to_string(i));
+  clock_.Advance(1s);
+  AddKeyed("cold", "cold");
+  AddKeyed("warm", "warm0");
+  AddKeyed("warm", "warm1");
+
+  // One at a time, as one busy worker would claim: every key gets a turn
+  // before any key gets a second one.
+  // Workers take time: each claim comes a millisecond after the last.
+  std::vector<std::string> order;
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(1ms);
+    std::vector<Lease> got = ClaimAll(1);
+    ASSERT_EQ(got.size(), 1u);
+    order.push_back(got[0].id);
+  }
+  // hot0 was due first; then each key in turn.
+  EXPECT_EQ(order, (std::vector<std::string>{"hot0", "cold", "warm0", "hot1", "warm1"}));
+
+  // A batch claim takes one task per key per round, too.
+  AddKeyed("late", "late0");
+  clock_.Advance(1ms);
+  std::vector<Lease> batch = ClaimAll(3);
+  EXPECT_EQ(Ids(batch), (std::vector<std::string>{"hot2", "late0", "hot3"}));
+}
+
+TEST_F(EngineKeyTest, BlockedKeysCostTheClaimNothing) {
+  // 200 keys each with 50 waiting tasks: only the 200 heads are claimable,
+  // and the window holds one entry per key (not 10,000).
+  for (int k = 0; k < 200; ++k) {
+    std::vector<TaskSpec> specs(50);
+    for (int i = 0; i < 50; ++i) {
+      specs[i].queue = "q";
+      specs[i].key = "key" + std::to_string(k);
+    }
+    ASSERT_TRUE(engine_->EnqueueBatch(specs).ok());
+  }
+  std::vector<Lease> got = ClaimAll(1000);
+  EXPECT_EQ(got.size(), 200u);
+  std::set<std::string> keys;
+  for (const Lease& l : got) keys.insert(l.key);
+  EXPECT_EQ(keys.size(), 200u);
+  EXPECT_TRUE(ClaimAll(1000).empty());
+}
+
+TEST_F(EngineKeyTest, MaxPendingPerKeyRefusesAndWritesNothing) {
+  QueueSettings s;
+  s.max_pending_per_key = 2;
+  Configure(s);
+  AddKeyed("k", "k1");
+  AddKeyed("k", "k2");
+  TaskSpec spec = Keyed("k", "k3");
+  Result<Task> refused = engine_->Enqueue(spec);
+  ASSERT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().field(), "key");
+  EXPECT_NE(refused.status().message().find("key k"), std::string::npos);
+  EXPECT_EQ(engine_->Get("k3").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(engine_->GetQueue("q")->counts[0], 2);
+
+  // Other keys are not affected; an idempotent retry of a waiting task is
+  // not refused.
+  AddKeyed("other", "o1");
+  spec.id = "k1";
+  spec.on_conflict = OnConflict::kIgnore;
+  Result<Task> again = engine_->Enqueue(spec);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->existed);
+
+  // A batch past the limit writes none of its tasks, and names the task.
+  std::vector<TaskSpec> batch(2);
+  for (auto& b : batch) {
+    b.queue = "q";
+    b.key = "other";
+  }
+  batch.push_back(batch[0]);
+  Result<std::vector<Task>> refused_batch = engine_->EnqueueBatch(batch);
+  ASSERT_EQ(refused_batch.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused_batch.status().field(), "tasks[1].key");
+  EXPECT_EQ(engine_->GetQueue("q")->counts[0], 3);
+
+  // Claiming the head makes room (started tasks are not waiting).
+  std::vector<Lease> got = ClaimAll();
+  ASSERT_EQ(got.size(), 2u);
+  spec.id = "k3";
+  spec.on_conflict = OnConflict::kReject;
+  EXPECT_TRUE(engine_->Enqueue(spec).ok());
+  EXPECT_EQ(engine_->Enqueue(TaskSpec{.queue = "q", .key = "k"}).status().code(),
+            StatusCode::kResourceExhausted);
+  // And the count survives a restart (it is read from the store).
+  Reopen();
+  EXPECT_EQ(engine_->Enqueue(TaskSpec{.queue = "q", .key = "k"}).status().code(),
+            StatusCode::kResourceExhausted);
+  ASSERT_TRUE(engine_->Cancel("k2").ok());
+  EXPECT_TRUE(engine_->Enqueue(TaskSpec{.queue = "q", .key = "k"}).ok());
+}
+
+TEST_F(EngineKeyTest, PlacesAndOrderSurviveARestart) {
+  AddKeyed("k", "k1");
+  AddKeyed("k", "k2");
+  AddKeyed("r", "r1");
+  AddKeyed("r", "r2");
+  std::vector<Lease> got = ClaimAll();
+  ASSERT_EQ(Ids(got), (std::vector<std::string>{"k1", "r1"}));
+  ASSERT_TRUE(engine_->Fail("r1", got[1].token, "later", 1h).ok());
+
+  Reopen();
+  // k1 is still running (its lease continues), r1 waits to retry: both keys
+  // are blocked.
+  EXPECT_TRUE(ClaimAll().empty());
+  ASSERT_TRUE(engine_->Ack("k1", got[0].token).ok());
+  got = ClaimAll();
+  EXPECT_EQ(Ids(got), std::vector<std::string>{"k2"});
+  AckAll(got);
+  clock_.Advance(1h);
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"r1"});
+}
+
+TEST_F(EngineKeyTest, KeysBeyondTheLookaheadComeIntoMemoryInOrder) {
+  // Due in two hours: on disk only, then refilled.
+  AddKeyed("k", "k2", 2h + 10s);
+  AddKeyed("k", "k1", 2h);
+  AddKeyed("k", "k0", 30s);  // near: in memory
+  clock_.Advance(30s);
+  std::vector<Lease> got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"k0"});
+  AckAll(got);
+  clock_.Advance(2h);
+  got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"k1"});
+  clock_.Advance(10s);
+  EXPECT_TRUE(ClaimAll().empty());
+  AckAll(got);
+  EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k2"});
+}
+
+// A window smaller than one key's backlog: the refill reads on past rows it
+// leaves on disk, and order holds.
+TEST_F(EngineKeyTest, ASmallWindowStillServesEveryKeyInOrder) {
+  engine_.reset();
+  EngineOptions o = Options();
+  o.max_window_tasks = 8;
+  Open(o);
+  for (int i = 0; i < 30; ++i) AddKeyed("k" + std::to_string(i % 3), "t" + std::to_string(i));
+  Reopen();  // the refill at start reads in pages of 8
+  engine_.reset();
+  Open(o);
+  std::map<std::string, std::vector<int>> seen;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<Lease> got = ClaimAll();
+    for (const Lease& l : got) seen[l.key].push_back(std::stoi(l.id.substr(1)));
+    AckAll(got);
+    engine_->Sync();
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  for (const auto& [key, ids] : seen) {
+    EXPECT_EQ(ids.size(), 10u) << key;
+    EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end())) << key;
+  }
+}
+
+using EngineKeyFailureTest = test::FaultyEngineFixture;
+
+TEST_F(EngineKeyFailureTest, AFailedClaimStatementOrCommitLosesNoKeyPlace) {
+  for (const char* id : {"k1", "k2"}) {
+    TaskSpec spec;
+    spec.queue = "q";
+    spec.key = "k";
+    spec.id = id;
+    ASSERT_TRUE(engine_->Enqueue(spec).ok());
+  }
+  store_->FailNextClaims(1);
+  EXPECT_FALSE(engine_->Claim("q", 10, 30s).ok());
+  store_->FailNextCommits(1);
+  EXPECT_FALSE(engine_->Claim("q", 10, 30s).ok());
+  Result<std::vector<Lease>> got = engine_->Claim("q", 10, 30s);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, "k1");
+  ASSERT_TRUE(engine_->Ack("k1", (*got)[0].token).ok());
+  got = engine_->Claim("q", 10, 30s);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, "k2");
+}
+
+}  // namespace
+}  // namespace chronoq
