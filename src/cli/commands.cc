@@ -166,15 +166,22 @@ void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& 
   }
 }
 
+// Whether a task (or lease) has a key.
+bool HasKey(const json& t) { return Member(t, "key").is_string(); }
+
+// A KEY column appears when some task has a key.
 void PrintTaskTable(std::ostream& out, const json& tasks) {
   if (!tasks.is_array() || tasks.empty()) {
     out << "no tasks\n";
     return;
   }
+  const bool keys = std::any_of(tasks.begin(), tasks.end(), HasKey);
   std::vector<std::vector<std::string>> rows = {{"ID", "QUEUE", "STATE", "RUN_AT", "ATTEMPT"}};
+  if (keys) rows[0].insert(rows[0].begin() + 2, "KEY");
   for (const json& t : tasks) {
     rows.push_back({Show(t, "id"), Show(t, "queue"), Show(t, "state"), Show(t, "run_at"),
                     Show(t, "attempt") + "/" + Show(t, "max_attempts")});
+    if (keys) rows.back().insert(rows.back().begin() + 2, Show(t, "key"));
   }
   PrintTable(out, rows);
 }
@@ -191,6 +198,7 @@ void PrintTask(std::ostream& out, const json& t) {
       {"created_at", Show(t, "created_at")},
       {"updated_at", Show(t, "updated_at")},
   };
+  if (HasKey(t)) rows.insert(rows.begin() + 2, {"key", Show(t, "key")});
   if (t.contains("token")) rows.push_back({"token", Show(t, "token")});
   if (t.contains("lease_until")) rows.push_back({"lease_until", Show(t, "lease_until")});
   rows.push_back({"payload", t.contains("payload") ? t["payload"].dump() : "-"});
@@ -470,6 +478,8 @@ struct Args {
   std::string error;
   std::string retry_in;
   int concurrency = 0;
+  int max_in_flight_per_key = 0;
+  int64_t max_pending_per_key = 0;
   std::string backoff_base;
   std::string backoff_cap;
   std::string retention;
@@ -487,7 +497,7 @@ struct Args {
   std::string misfire;
   int max_catchup = 0;
   std::string overlap;
-  std::string key;
+  std::string key;  // a lock's, or a task's (enqueue, list)
   std::string lock_wait = "5s";
   std::string owner;
   std::vector<std::string> command;
@@ -833,6 +843,9 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
     CLI::Option* priority =
         cmd->add_option("--priority", a.priority, "Lower runs first among equally due tasks")
             ->type_name("N");
+    CLI::Option* key =
+        cmd->add_option("--key", a.key, "Ordering key: tasks with one key start in order")
+            ->type_name("KEY");
     add(cmd, [=, &a](Session& s) {
       const CliIo& io = s.io();
       json body = {{"queue", a.queue}};
@@ -844,12 +857,15 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
       if (Given(on_conflict)) body["on_conflict"] = a.on_conflict;
       if (Given(max_attempts)) body["max_attempts"] = a.max_attempts;
       if (Given(priority)) body["priority"] = a.priority;
+      if (Given(key)) body["key"] = a.key;
       return s.Simple("POST", "/v1/tasks", &body, [&](const Reply& r) {
+        const std::string key_part = HasKey(r.body) ? ", key " + Show(r.body, "key") : "";
         if (r.status == 201) {
-          io.out << "enqueued " << Show(r.body, "id") << ", due " << Show(r.body, "run_at") << "\n";
+          io.out << "enqueued " << Show(r.body, "id") << key_part << ", due "
+                 << Show(r.body, "run_at") << "\n";
         } else {
-          io.out << "kept " << Show(r.body, "id") << " (already " << Show(r.body, "state")
-                 << "), due " << Show(r.body, "run_at") << "\n";
+          io.out << "kept " << Show(r.body, "id") << " (already " << Show(r.body, "state") << ")"
+                 << key_part << ", due " << Show(r.body, "run_at") << "\n";
         }
       });
     });
@@ -913,6 +929,7 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
         cmd->add_option("--queue,-q", a.queue, "Only this queue")->type_name("QUEUE");
     CLI::Option* state =
         cmd->add_option("--state", a.state, "Only this state")->check(CLI::IsMember(kStates));
+    CLI::Option* key = cmd->add_option("--key", a.key, "Only this key")->type_name("KEY");
     CLI::Option* limit = cmd->add_option("--limit", a.limit, "Tasks per page")->type_name("N");
     CLI::Option* cursor =
         cmd->add_option("--cursor", a.cursor, "Start from this page cursor")->type_name("CURSOR");
@@ -922,6 +939,7 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
       std::string query;
       if (Given(queue)) AddParam(query, "queue", a.queue);
       if (Given(state)) AddParam(query, "state", a.state);
+      if (Given(key)) AddParam(query, "key", a.key);
       if (Given(limit)) AddParam(query, "limit", std::to_string(a.limit));
       return ListPages(s, "/v1/tasks", query, "tasks", a.cursor, a.all, PrintTaskTable);
     });
@@ -1067,6 +1085,18 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
     cmd->add_option("queue", a.queue, "Queue name")->type_name("")->required();
     CLI::Option* concurrency =
         cmd->add_option("--concurrency", a.concurrency, "Tasks running at once")->type_name("N");
+    CLI::Option* max_in_flight =
+        cmd->add_option("--max-in-flight", a.concurrency, "Another name for --concurrency")
+            ->type_name("N")
+            ->excludes(concurrency);
+    CLI::Option* in_flight_per_key =
+        cmd->add_option("--max-in-flight-per-key", a.max_in_flight_per_key,
+                        "Tasks of one key started and unfinished at once (default 1)")
+            ->type_name("N");
+    CLI::Option* pending_per_key =
+        cmd->add_option("--max-pending-per-key", a.max_pending_per_key,
+                        "Tasks of one key waiting to start; enqueues past it fail")
+            ->type_name("N");
     CLI::Option* max_attempts =
         cmd->add_option("--max-attempts", a.max_attempts, "Default attempt limit")->type_name("N");
     CLI::Option* base =
@@ -1083,7 +1113,9 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
     add(cmd, [=, &a](Session& s) {
       const CliIo& io = s.io();
       json body = json::object();
-      if (Given(concurrency)) body["concurrency"] = a.concurrency;
+      if (Given(concurrency) || Given(max_in_flight)) body["concurrency"] = a.concurrency;
+      if (Given(in_flight_per_key)) body["max_in_flight_per_key"] = a.max_in_flight_per_key;
+      if (Given(pending_per_key)) body["max_pending_per_key"] = a.max_pending_per_key;
       if (Given(max_attempts)) body["max_attempts"] = a.max_attempts;
       if (Given(base)) {
         CHRONOQ_CLI_ASSIGN_OR_USAGE(body["backoff"]["base_ms"],

@@ -70,6 +70,13 @@ bool IsStaleToken(const Status& status) {
 bool IsLockWaitTimeout(const Status& status) {
   return status.code() == StatusCode::kDeadlineExceeded && status.field() == "wait_ms";
 }
+// An enqueue past its queue's max_pending_per_key: the engine names the key
+// field, "key" or, in a batch, "tasks[3].key".
+bool IsKeyBacklogFull(const Status& status) {
+  const std::string_view field = status.field();
+  return status.code() == StatusCode::kResourceExhausted &&
+         (field == "key" || field.ends_with(".key"));
+}
 
 }  // namespace
 
@@ -102,6 +109,7 @@ std::string_view WireCodeOf(const Status& status) {
   if (status.code() == StatusCode::kAlreadyExists) return "conflict";
   if (IsStaleToken(status)) return "stale_token";
   if (IsLockWaitTimeout(status)) return "lock_wait_timeout";
+  if (IsKeyBacklogFull(status)) return "key_backlog_full";
   return StatusCodeName(status.code());
 }
 
@@ -380,12 +388,19 @@ void Api::GetTask(const std::string& id, const Respond& respond) {
 
 void Api::ListTasks(std::string_view query, const Respond& respond) {
   ListRequest req;
-  Status s = ForEachListParam(query, req.queue, req.limit, req.cursor,
-                              [&](std::string_view key, std::string value) -> Status {
-                                if (key != "state") return UnknownQueryParam(key);
-                                CHRONOQ_ASSIGN_OR_RETURN(req.state, ParseTaskState(value, "state"));
-                                return {};
-                              });
+  const auto other = [&req](std::string_view name, std::string value) -> Status {
+    if (name == "state") {
+      CHRONOQ_ASSIGN_OR_RETURN(req.state, ParseTaskState(value, "state"));
+    } else if (name == "key") {
+      // No task has the empty key (it means none); the engine checks the rest.
+      if (value.empty()) return Status::InvalidArgument("key", "must not be empty");
+      req.key = std::move(value);
+    } else {
+      return UnknownQueryParam(name);
+    }
+    return {};
+  };
+  Status s = ForEachListParam(query, req.queue, req.limit, req.cursor, other);
   if (!s.ok()) return respond(ErrorResponse(s));
   Result<TaskPage> page = engine_.List(req);
   if (!page.ok()) return respond(ErrorResponse(page.status()));

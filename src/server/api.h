@@ -117,7 +117,9 @@ class Api {
 // "invalid_argument", NotFound 404, AlreadyExists 409 "conflict", a stale
 // token (FailedPrecondition on field "token") 409 "stale_token", another
 // FailedPrecondition 409, a lock wait that ran out (DeadlineExceeded on field
-// "wait_ms") 409 "lock_wait_timeout", Unavailable 503...
+// "wait_ms") 409 "lock_wait_timeout", a full key backlog (ResourceExhausted on
+// field "key" or "tasks[i].key") 429 "key_backlog_full", another
+// ResourceExhausted 429, Unavailable 503...
 int HttpStatusOf(const Status& status);
 std::string_view WireCodeOf(const Status& status);
 ApiResponse ErrorResponse(const Status& status);

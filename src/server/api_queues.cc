@@ -39,6 +39,12 @@ void AppendQueue(std::string& out, const QueueInfo& q) {
   out += std::to_string(Millis(q.oldest_due_lateness));
   out += ",\"concurrency\":";
   AppendOptional(out, q.settings.concurrency);
+  out += ",\"max_in_flight\":";  // another name for concurrency
+  AppendOptional(out, q.settings.concurrency);
+  out += ",\"max_in_flight_per_key\":";
+  AppendOptional(out, q.settings.max_in_flight_per_key);
+  out += ",\"max_pending_per_key\":";
+  AppendOptional(out, q.settings.max_pending_per_key);
   out += ",\"max_attempts\":";
   AppendOptional(out, q.settings.max_attempts);
   out += ",\"backoff\":";
@@ -75,17 +81,30 @@ Result<QueueSettings> ParseQueueSettings(const std::string& body) {
   CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
   ObjectReader r(json);
   QueueSettings settings;
-  std::optional<int64_t> concurrency, max_attempts;
+  std::optional<int64_t> concurrency, max_in_flight, max_attempts, in_flight_per_key,
+      pending_per_key;
   const Json* backoff = nullptr;
   const Json* rate_limit = nullptr;
-  CHRONOQ_RETURN_IF_ERROR(r.Int("concurrency", concurrency, 1, 100'000));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("concurrency", concurrency, 1, kMaxQueueConcurrency));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_in_flight", max_in_flight, 1, kMaxQueueConcurrency));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_in_flight_per_key", in_flight_per_key, 1, kMaxInFlightPerKey));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_pending_per_key", pending_per_key, 1, kMaxPendingPerKey));
   CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts, 1, kMaxAttemptsLimit));
   CHRONOQ_RETURN_IF_ERROR(r.Object("backoff", backoff));
   CHRONOQ_RETURN_IF_ERROR(r.Millis("retention_ms", settings.retention, Duration::zero(),
                                    std::chrono::hours(24 * 3650)));
   CHRONOQ_RETURN_IF_ERROR(r.Object("rate_limit", rate_limit));
   CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  // max_in_flight is another name for concurrency: either, or both if equal.
+  if (concurrency && max_in_flight && *concurrency != *max_in_flight) {
+    return Status::InvalidArgument(
+        "max_in_flight", "is another name for concurrency (" + std::to_string(*concurrency) +
+                             "): give one of them, or both with the same value");
+  }
+  if (!concurrency) concurrency = max_in_flight;
   if (concurrency) settings.concurrency = static_cast<int>(*concurrency);
+  if (in_flight_per_key) settings.max_in_flight_per_key = static_cast<int>(*in_flight_per_key);
+  settings.max_pending_per_key = pending_per_key;
   if (max_attempts) settings.max_attempts = static_cast<int>(*max_attempts);
   if (backoff != nullptr) {
     ObjectReader b(*backoff, "backoff.");

@@ -243,7 +243,7 @@ Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix) {
   }
   ObjectReader r(object, prefix);
   TaskSpec spec;
-  std::optional<std::string> queue, id, on_conflict, payload;
+  std::optional<std::string> queue, id, on_conflict, payload, key;
   std::optional<int64_t> max_attempts, priority;
   std::optional<Duration> delay;
   std::optional<Timestamp> run_at;
@@ -260,6 +260,7 @@ Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix) {
   CHRONOQ_RETURN_IF_ERROR(r.Int("priority", priority, INT32_MIN, INT32_MAX));
   CHRONOQ_RETURN_IF_ERROR(r.Object("backoff", backoff));
   CHRONOQ_RETURN_IF_ERROR(r.Object("target", target));
+  CHRONOQ_RETURN_IF_ERROR(r.String("key", key, kMaxKeyBytes));
   CHRONOQ_RETURN_IF_ERROR(r.Finish());
   if (run_at && delay)
     return Status::InvalidArgument(r.Field("delay_ms"), "give run_at or delay_ms, not both");
@@ -271,6 +272,12 @@ Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix) {
   if (id) {
     if (id->empty()) return Status::InvalidArgument(r.Field("id"), "must not be empty");
     spec.id = std::move(*id);
+  }
+  if (key) {
+    // The engine reads an empty key as "none": one given must say something.
+    // It checks the text (UTF-8, no control characters) by field.
+    if (key->empty()) return Status::InvalidArgument(r.Field("key"), "must not be empty");
+    spec.key = std::move(*key);
   }
   if (on_conflict) {
     CHRONOQ_ASSIGN_OR_RETURN(spec.on_conflict,
@@ -411,13 +418,21 @@ void AppendTime(std::string& out, Timestamp t) {
 
 namespace {
 
-// The fields a task and a lease share, without the closing brace.
+// The fields a task and a lease share, without the closing brace. The key
+// is null when the task has none.
 void AppendCommon(std::string& out, std::string_view id, std::string_view queue,
-                  std::string_view payload, Timestamp run_at, int attempt, int max_attempts) {
+                  std::string_view key, std::string_view payload, Timestamp run_at, int attempt,
+                  int max_attempts) {
   out += "{\"id\":";
   AppendString(out, id);
   out += ",\"queue\":";
   AppendString(out, queue);
+  out += ",\"key\":";
+  if (key.empty()) {
+    out += "null";
+  } else {
+    AppendString(out, key);
+  }
   out += ",\"payload\":";
   out += payload;
   out += ",\"run_at\":";
@@ -431,7 +446,7 @@ void AppendCommon(std::string& out, std::string_view id, std::string_view queue,
 }  // namespace
 
 void AppendTask(std::string& out, const Task& task) {
-  AppendCommon(out, task.id, task.queue, task.payload, task.run_at, task.attempt,
+  AppendCommon(out, task.id, task.queue, task.key, task.payload, task.run_at, task.attempt,
                task.max_attempts);
   out += ",\"state\":";
   AppendString(out, TaskStateName(task.state));
@@ -551,7 +566,7 @@ void AppendSchedule(std::string& out, const Schedule& schedule) {
 }
 
 void AppendLease(std::string& out, const Lease& lease) {
-  AppendCommon(out, lease.id, lease.queue, lease.payload, lease.run_at, lease.attempt,
+  AppendCommon(out, lease.id, lease.queue, lease.key, lease.payload, lease.run_at, lease.attempt,
                lease.max_attempts);
   out += ",\"state\":\"running\",\"token\":";
   out += std::to_string(lease.token);

@@ -199,6 +199,39 @@ TEST_F(CliTest, EnqueueThatFoundTheTaskSaysSo) {
   EXPECT_EQ(out(), "kept share:42 (already running), due 2026-11-22T03:00:00.000Z\n");
 }
 
+TEST_F(CliTest, EnqueueSendsTheKeyAndShowsIt) {
+  json keyed = Task("a");
+  keyed["key"] = "user:7";
+  AnswerAll(Answer(201, keyed));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--key", "user:7"}), kExitOk) << err();
+  EXPECT_EQ(BodyOf(OnlyRequest()), json::parse(R"({"queue":"q","key":"user:7"})"));
+  EXPECT_EQ(out(), "enqueued a, key user:7, due 2026-11-22T03:00:00.000Z\n");
+
+  AnswerAll(Answer(200, keyed));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--id", "a", "--key", "user:7", "--on-conflict", "ignore"}),
+            kExitOk)
+      << err();
+  EXPECT_EQ(out(), "kept a (already scheduled), key user:7, due 2026-11-22T03:00:00.000Z\n");
+  // A null key says nothing.
+  json plain = Task("b");
+  plain["key"] = nullptr;
+  AnswerAll(Answer(201, plain));
+  ASSERT_EQ(Run({"enqueue", "-q", "q"}), kExitOk) << err();
+  EXPECT_EQ(out(), "enqueued b, due 2026-11-22T03:00:00.000Z\n");
+}
+
+TEST_F(CliTest, AFullKeyBacklogIsAServerErrorNamingTheKey) {
+  AnswerAll(Error(429, "key_backlog_full",
+                  "key user:7 of queue q already has 1 tasks waiting to start "
+                  "(max_pending_per_key 1)",
+                  "key"));
+  EXPECT_EQ(Run({"enqueue", "-q", "q", "--key", "user:7"}), kExitServerError);
+  EXPECT_THAT(out(), IsEmpty());
+  EXPECT_EQ(err(),
+            "error: key_backlog_full: key user:7 of queue q already has 1 tasks waiting to start "
+            "(max_pending_per_key 1) (field key)\n");
+}
+
 TEST_F(CliTest, JsonPrintsTheServersAnswerAsIs) {
   const std::string raw = R"({"id":"a","run_at":"2026-11-22T03:00:00.000Z","extra":[1]})";
   AnswerAll({.status = 201, .body = raw});
@@ -236,6 +269,25 @@ TEST_F(CliTest, GetShowsEveryField) {
             "token:        17\n"
             "lease_until:  2026-11-22T03:00:30.000Z\n"
             "payload:      {\"share\":42}\n");
+}
+
+TEST_F(CliTest, GetShowsTheKeyAfterTheQueue) {
+  json task = Task("a");
+  task["key"] = "user:7";
+  AnswerAll(Answer(200, task));
+  ASSERT_EQ(Run({"get", "a"}), kExitOk) << err();
+  EXPECT_EQ(out(),
+            "id:          a\n"
+            "queue:       expire-share\n"
+            "key:         user:7\n"
+            "state:       scheduled\n"
+            "run_at:      2026-11-22T03:00:00.000Z\n"
+            "attempt:     0/25\n"
+            "priority:    0\n"
+            "last_error:  -\n"
+            "created_at:  2026-11-15T03:00:00.000Z\n"
+            "updated_at:  2026-11-15T03:00:00.000Z\n"
+            "payload:     {\"share\":42}\n");
 }
 
 TEST_F(CliTest, IdsArePercentEncoded) {
@@ -310,6 +362,21 @@ TEST_F(CliTest, ListPrintsATable) {
             "share:42  expire-share  scheduled  2026-11-22T03:00:00.000Z  0/25\n"
             "share:7   expire-share  dead       2026-11-22T03:00:00.000Z  25/25\n");
   EXPECT_THAT(err(), IsEmpty());
+}
+
+TEST_F(CliTest, ListFiltersByKeyAndShowsAKeyColumn) {
+  json a = Task("a");
+  a["key"] = "user:7/a b";
+  json b = Task("b");
+  b["key"] = nullptr;
+  AnswerAll(Answer(200, {{"tasks", {a, b}}, {"next_cursor", nullptr}}));
+  ASSERT_EQ(Run({"list", "--queue", "q", "--key", "user:7/a b", "--state", "scheduled"}), kExitOk)
+      << err();
+  EXPECT_EQ(OnlyRequest().target, "/v1/tasks?queue=q&state=scheduled&key=user%3A7%2Fa%20b");
+  EXPECT_EQ(out(),
+            "ID  QUEUE         KEY         STATE      RUN_AT                    ATTEMPT\n"
+            "a   expire-share  user:7/a b  scheduled  2026-11-22T03:00:00.000Z  0/25\n"
+            "b   expire-share  -           scheduled  2026-11-22T03:00:00.000Z  0/25\n");
 }
 
 TEST_F(CliTest, ListSaysWhenThereIsMore) {
@@ -495,6 +562,34 @@ TEST_F(CliTest, QueueSetSendsOnlyTheGivenSettings) {
     "rate_limit":{"count":100,"period_ms":1000}})"));
   EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"backoff":{"base_ms":500}})"));
   EXPECT_EQ(out(), "updated queue emails\n");
+}
+
+TEST_F(CliTest, QueueSetSendsThePerKeyLimitsAndMaxInFlight) {
+  AnswerAll(Answer(200, json::object()));
+  ASSERT_EQ(Run({"queue", "set", "emails", "--max-in-flight-per-key", "3", "--max-pending-per-key",
+                 "1000000000", "--max-in-flight", "4"}),
+            kExitOk)
+      << err();
+  ASSERT_EQ(Run({"queue", "set", "emails", "--max-pending-per-key", "5"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].method, "PUT");
+  EXPECT_EQ(requests[0].target, "/v1/queues/emails");
+  // --max-in-flight is --concurrency by another name.
+  EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"concurrency":4,"max_in_flight_per_key":3,
+    "max_pending_per_key":1000000000})"));
+  EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"max_pending_per_key":5})"));
+  EXPECT_EQ(out(), "updated queue emails\n");
+}
+
+TEST_F(CliTest, QueueSetTakesConcurrencyUnderOneNameOnly) {
+  ExpectUsageError({"queue", "set", "q", "--concurrency", "4", "--max-in-flight", "5"}, "excludes");
+  ExpectUsageError({"queue", "set", "q", "--max-in-flight", "4", "--concurrency", "4"}, "excludes");
+  ExpectUsageError({"queue", "set", "q", "--max-in-flight", "many"}, "--max-in-flight");
+  ExpectUsageError({"queue", "set", "q", "--max-in-flight-per-key", "x"},
+                   "--max-in-flight-per-key");
+  ExpectUsageError({"queue", "set", "q", "--max-pending-per-key", "lots"}, "--max-pending-per-key");
 }
 
 TEST_F(CliTest, QueueSetNeedsSomethingToChange) {

@@ -70,6 +70,42 @@ TEST(JsonCodecTest, TasksAndLeasesAreValidJson) {
   EXPECT_EQ(Json::parse(out)["token"].get<uint64_t>(), 18446744073709551615u);
 }
 
+TEST(JsonCodecTest, TasksAndLeasesShowTheirKeyOrNull) {
+  Task t;
+  t.id = "a";
+  t.payload = "{}";
+  std::string out;
+  AppendTask(out, t);
+  EXPECT_TRUE(Json::parse(out).at("key").is_null()) << out;
+  t.key = "user:\"7\"";
+  out.clear();
+  AppendTask(out, t);
+  EXPECT_EQ(Json::parse(out).at("key"), "user:\"7\"");
+
+  Lease l;
+  l.id = "a";
+  l.payload = "{}";
+  out.clear();
+  AppendLease(out, l);
+  EXPECT_TRUE(Json::parse(out).at("key").is_null()) << out;
+  l.key = "k";
+  out.clear();
+  AppendLease(out, l);
+  EXPECT_EQ(Json::parse(out).at("key"), "k");
+}
+
+TEST(JsonCodecTest, TaskSpecReadsTheKey) {
+  Result<TaskSpec> spec = ParseTaskSpec(Json::parse(R"({"queue":"q","key":"user:7"})"), "");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->key, "user:7");
+  spec = ParseTaskSpec(Json::parse(R"({"queue":"q","key":null})"), "");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->key, "");
+  EXPECT_EQ(ParseTaskSpec(Json::parse(R"({"queue":"q","key":""})"), "tasks[2].").status().field(),
+            "tasks[2].key");
+  EXPECT_EQ(ParseTaskSpec(Json::parse(R"({"queue":"q","key":1})"), "").status().field(), "key");
+}
+
 TEST(JsonCodecTest, ErrorBodyOmitsAnEmptyField) {
   EXPECT_EQ(ErrorBody("not_found", Status::NotFound("no task")),
             R"({"error":{"code":"not_found","message":"no task"}})");
