@@ -1,7 +1,7 @@
 // chronoq-bench: the load generator of the workloads in BENCHMARKS.md.
 //
-//   chronoq-bench --workload W1|W2|W3|W4|W5|W7|W8|W-schedule|all --target embedded|http
-//                 [--dir DIR] [-n N] [--runs R] [--concurrency C] [--batch B]
+//   chronoq-bench --workload W1|W2|W3|W4|W5|W6|W7|W8|W-schedule|all --target embedded|http
+//                 [--dir DIR] [-n N] [--runs R] [--concurrency C] [--batch B] [--mode M]
 //                 [--url URL | --chronoqd PATH]
 //
 // Prints one JSON object per result line on stdout, e.g.
@@ -11,7 +11,7 @@
 //
 // Target `embedded`: each workload opens a fresh engine (DIR/<workload>-<mode>.db)
 // in-process, on the real system clock.
-// Target `http` (W1, W2, W3, W5; see http_target.h): each workload run starts a
+// Target `http` (W1, W2, W3, W5, W6, W7; see http_target.h): each workload run starts a
 // fresh chronoqd (DIR/http-<workload>[-<mode>]/) and talks to it over loopback,
 // or uses the server at --url (W5 then fails: it reads the server's /proc).
 
@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -37,6 +38,7 @@
 
 #include "chronoq/clock.h"
 #include "chronoq/engine.h"
+#include "chronoq/queue.h"
 #include "chronoq/status.h"
 #include "chronoq/task.h"
 
@@ -373,6 +375,101 @@ void RunW2(const Options& o, int64_t n, uint64_t seed) {
   engine.reset();  // before the handler's captures go away
 }
 
+// W6, one mode: drains N tasks due now, task i of key i % 100 (index
+// i / 100), with keys ("keyed") or without ("unkeyed"), by o.w6_workers
+// workers claiming o.batch at a time, and checks each key's order as the
+// workers see it. Prints the mode's line; returns its tasks/s. `unkeyed_per_s`
+// (0: not measured) adds the keyed/unkeyed ratio to a keyed line.
+double RunW6Mode(const Options& o, int64_t n, const std::string& mode, double unkeyed_per_s) {
+  const bool keyed = mode == "keyed";
+  const std::string label = "W6 " + mode;
+  const fs::path db = DbPath(o, "W6", mode);
+  CallCounter counter(n);
+  chronoq::bench::KeyOrderChecker checker(keyed);
+  auto engine = OpenFresh(db);
+  if (keyed) {
+    chronoq::QueueSettings settings;
+    settings.max_in_flight_per_key = 1;  // the default, spelled out
+    Check(engine->ConfigureQueue("w6", settings).status(), "configure queue w6");
+  }
+  // All due at the same instant, so that each key's order is its enqueue order.
+  const chronoq::Timestamp due =
+      std::chrono::time_point_cast<chronoq::Duration>(std::chrono::system_clock::now());
+  std::vector<chronoq::TaskSpec> specs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    chronoq::TaskSpec& s = specs[static_cast<size_t>(i)];
+    const int key = static_cast<int>(i % chronoq::bench::kW6Keys);
+    s.queue = "w6";
+    s.payload = chronoq::bench::W6Payload(key, i / chronoq::bench::kW6Keys);
+    s.run_at = due;
+    if (keyed) s.key = chronoq::bench::W6KeyName(key);
+  }
+  std::cerr << label << ": enqueueing " << n << " tasks due now over " << chronoq::bench::kW6Keys
+            << " keys\n";
+  EnqueueBatched(*engine, specs, 1000);
+  engine->Sync();
+
+  chronoq::HandlerOptions ho;
+  ho.concurrency = o.w6_workers;
+  ho.batch_size = o.batch;
+  std::cerr << label << ": draining with " << ho.concurrency << " workers, batch " << ho.batch_size
+            << "\n";
+  // A batch handler sees each claim whole: its tasks all start, then all
+  // finish, and the pool acknowledges them after it returns.
+  auto handler = [&](std::span<const chronoq::Lease> leases) {
+    std::vector<int> keys;
+    keys.reserve(leases.size());
+    for (const chronoq::Lease& l : leases) {
+      keys.push_back(checker.Start(l.payload, l.key));
+      counter.Add();
+    }
+    for (const int key : keys) checker.Finish(key);
+    return std::vector<chronoq::Status>(leases.size(), chronoq::Status::Ok());
+  };
+  Check(engine->RegisterBatchHandler("w6", ho, handler), "register handler");
+  const auto limit = SteadyClock::now() + std::chrono::seconds(120) +
+                     std::chrono::microseconds(n * 1000);  // generous: 1k/s
+  if (!counter.Wait(limit - SteadyClock::now())) {
+    throw BenchError(label + ": only " + std::to_string(counter.calls()) + " of " +
+                     std::to_string(n) + " tasks handled before the time limit");
+  }
+  WaitAllAcked(*engine, "w6", limit);
+  const double s = Seconds(SteadyClock::now() - counter.first());
+
+  const int64_t succeeded = CountTasks(*engine, "w6", chronoq::TaskState::kSucceeded);
+  const int64_t calls = counter.calls();
+  if (succeeded != n) {
+    throw BenchError(label + ": " + std::to_string(succeeded) + " of " + std::to_string(n) +
+                     " tasks succeeded after the drain (" + std::to_string(calls) +
+                     " handler calls)");
+  }
+  const double per_s = static_cast<double>(n) / s;
+  json j = Line("W6", "embedded", mode, n);
+  j["per_s"] = std::llround(per_s);
+  chronoq::bench::ReportW6Checker(checker, label, j);
+  if (keyed && unkeyed_per_s > 0) j["ratio"] = Round(per_s / unkeyed_per_s, 3);
+  j["redelivered"] = calls - n;
+  j["workers"] = o.w6_workers;
+  j["claim_batch"] = o.batch;
+  Emit(j);
+  engine.reset();  // before the handler's captures go away
+  return per_s;
+}
+
+// W6: keyed FIFO. 100 keys x N/100 tasks due now, at most one in flight per
+// key, drained by 8 workers. Unless --mode picks one, the same drain without
+// keys runs first, so that the keyed line carries its ratio to an unkeyed
+// drain of the same run. The unkeyed line's violations are expected (nothing
+// orders its tasks): they show that the checker sees them.
+void RunW6(const Options& o, int64_t n, uint64_t) {
+  double unkeyed_per_s = 0;
+  if (o.mode != "keyed") {
+    unkeyed_per_s = RunW6Mode(o, n, "unkeyed", 0);
+    TrimHeap();
+  }
+  if (o.mode != "unkeyed") RunW6Mode(o, n, "keyed", unkeyed_per_s);
+}
+
 // W3: lateness of N tasks spread evenly over 10 s.
 void RunW3(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -688,6 +785,7 @@ constexpr Workload kWorkloads[] = {
     {"W3", 5'000, RunW3, chronoq::bench::RunHttpW3},
     {"W4", 100'000, RunW4, nullptr},
     {"W5", 100'000, RunW5, chronoq::bench::RunHttpW5},
+    {"W6", 50'000, RunW6, chronoq::bench::RunHttpW6},
     {"W7", 100'000, RunW7, chronoq::bench::RunHttpW7},
     {"W8", 10'000'000, RunW8, nullptr},
     {"W-schedule", 100'000, RunWSchedule, nullptr},
@@ -699,7 +797,7 @@ int main(int argc, char** argv) {
   Options o;
   o.chronoqd = CHRONOQD_PATH;
   CLI::App app{"chronoq load generator: runs the workloads of BENCHMARKS.md"};
-  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W7, W8, W-schedule or all")
+  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W6, W7, W8, W-schedule or all")
       ->required();
   app.add_option("--target", o.target, "embedded (in-process engine) or http (chronoqd)")
       ->required()
@@ -709,17 +807,21 @@ int main(int argc, char** argv) {
   app.add_option("--runs", o.runs, "repetitions of each workload")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--concurrency", o.concurrency, "W2 worker threads (http: connections)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  app.add_option("--batch", o.batch, "W2 tasks claimed at once")
+  CLI::Option* concurrency =
+      app.add_option("--concurrency", o.concurrency,
+                     "W2 and W6 worker threads (http: connections); W6 default 8")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1024));
+  app.add_option("--batch", o.batch, "W2 and W6 tasks claimed at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
   app.add_option("--idle", o.idle_s, "W5 idle seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--mode", o.mode, "W1 only: batch or single (default both)")
-      ->check(CLI::IsMember({"batch", "single"}));
+  app.add_option("--mode", o.mode,
+                 "W1: batch or single; W6: keyed or unkeyed (default both; keyed alone has no "
+                 "ratio)")
+      ->check(CLI::IsMember({"batch", "single", "keyed", "unkeyed"}));
   app.add_option("--url", o.url,
                  "http target: use the chronoqd at this URL (token from $CHRONOQ_TOKEN) instead "
                  "of starting one per workload; W5 needs its own");
@@ -730,6 +832,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
+  if (concurrency->count() > 0) o.w6_workers = o.concurrency;
 
   const bool http = o.target == "http";
   if (!http && !o.url.empty()) {
@@ -740,21 +843,25 @@ int main(int argc, char** argv) {
     std::cerr << "chronoq-bench: -n must be positive\n";
     return 2;
   }
+  const bool w6_mode = o.mode == "keyed" || o.mode == "unkeyed";
+  if ((w6_mode && o.workload != "W6") || (o.workload == "W6" && !o.mode.empty() && !w6_mode)) {
+    std::cerr << "chronoq-bench: --mode batch|single is for W1, --mode keyed|unkeyed for W6\n";
+    return 2;
+  }
   std::vector<const Workload*> selected;
   for (const Workload& w : kWorkloads) {
     if (o.workload != "all" && o.workload != w.name) continue;
     if (http && w.run_http == nullptr) {
       if (o.workload == "all") continue;
       std::cerr << "chronoq-bench: " << w.name
-                << " is not implemented for --target http (only W1, W2, W3, W5, W7)\n";
+                << " is not implemented for --target http (only W1, W2, W3, W5, W6, W7)\n";
       return 2;
     }
     selected.push_back(&w);
   }
   if (selected.empty()) {
     std::cerr << "chronoq-bench: unknown workload '" << o.workload
-              << "': expected W1, W2, W3, W4, W5, W7, W8, W-schedule or all (W6 is not implemented "
-                 "yet)\n";
+              << "': expected W1, W2, W3, W4, W5, W6, W7, W8, W-schedule or all\n";
     return 2;
   }
   if (o.workload == "all") {

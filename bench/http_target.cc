@@ -299,6 +299,8 @@ struct LeaseRef {
   std::string_view id;  // as written: generated ids need no escapes
   uint64_t token = 0;
   std::string_view run_at;
+  std::string_view payload;  // the JSON value as written
+  std::string_view key;      // as written; empty when absent or null
 };
 
 // A minimal JSON reader for the fields the bench needs from a claim answer
@@ -354,6 +356,13 @@ class LeaseScanner {
       } else if (key == "run_at") {
         l.run_at = String();
         has_run_at = true;
+      } else if (key == "payload") {
+        Ws();
+        const size_t start = i_;
+        SkipValue();
+        l.payload = s_.substr(start, i_ - start);
+      } else if (key == "key" && Peek() == '"') {
+        l.key = String();
       } else {
         SkipValue();
       }
@@ -871,6 +880,14 @@ void RunHttpW1(const Options& o, int64_t n, uint64_t seed) {
   }
 }
 
+namespace {
+// A claim request body for `max` tasks under the benchmarks' lease.
+std::string ClaimBody(int max, int wait_ms) {
+  return "{\"max\":" + std::to_string(max) + ",\"lease_ms\":" + std::to_string(kLeaseMs) +
+         ",\"wait_ms\":" + std::to_string(wait_ms) + "}";
+}
+}  // namespace
+
 void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Server server(o, "W2");
@@ -882,12 +899,9 @@ void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
     SendBatches(*server.Connect(), bodies);
   }
   const int workers = o.concurrency;
-  const std::string claim_body = "{\"max\":" + std::to_string(o.batch) +
-                                 ",\"lease_ms\":" + std::to_string(kLeaseMs) + ",\"wait_ms\":0}";
+  const std::string claim_body = ClaimBody(o.batch, 0);
   // After an empty answer while tasks are left: wait instead of spinning.
-  const std::string claim_wait_body = "{\"max\":" + std::to_string(o.batch) +
-                                      ",\"lease_ms\":" + std::to_string(kLeaseMs) +
-                                      ",\"wait_ms\":200}";
+  const std::string claim_wait_body = ClaimBody(o.batch, 200);
   std::vector<std::unique_ptr<Connection>> c;
   for (int i = 0; i < workers; ++i) c.push_back(server.Connect());
   std::cerr << "W2: draining with " << workers << " connections, claims of " << o.batch << "\n";
@@ -936,6 +950,120 @@ void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
   Emit(j);
   c.clear();
   server.Stop();
+}
+
+namespace {
+
+// One W6 mode over HTTP, as RunW6Mode in chronoq_bench.cc: n tasks due now,
+// task i of key i % 100 (index i / 100), with or without keys, drained by
+// o.w6_workers connections claiming o.batch at a time and acknowledging each
+// claim with one POST /v1/acks. Prints the mode's line; returns its tasks/s.
+double RunHttpW6Mode(const Options& o, int64_t n, const std::string& mode, double unkeyed_per_s) {
+  const bool keyed = mode == "keyed";
+  const std::string label = "W6 " + mode;
+  Server server(o, "W6-" + mode);
+  const std::string queue = server.Queue("w6");
+  const std::string claim_path = "/v1/queues/" + cli::PercentEncode(queue) + "/claim";
+  // The queue's max_in_flight_per_key stays at its default, 1.
+  {
+    // All due at the same instant, so that each key's order is its enqueue order.
+    const std::string due_ms = std::to_string(
+        std::chrono::duration_cast<Ms>(system_clock::now().time_since_epoch()).count());
+    std::vector<std::string> bodies;
+    bodies.reserve(static_cast<size_t>((n + 999) / 1000));
+    for (int64_t i = 0; i < n; i += 1000) {
+      std::string body = "{\"tasks\":[";
+      for (int64_t k = i; k < std::min(n, i + 1000); ++k) {
+        const int key = static_cast<int>(k % kW6Keys);
+        if (k > i) body += ',';
+        body.append(R"({"queue":")")
+            .append(queue)
+            .append(R"(","payload":)")
+            .append(W6Payload(key, k / kW6Keys))
+            .append(R"(,"run_at":)")
+            .append(due_ms);
+        if (keyed) body.append(R"(,"key":")").append(W6KeyName(key)).append("\"");
+        body += '}';
+      }
+      body += "]}";
+      bodies.push_back(std::move(body));
+    }
+    std::cerr << label << ": enqueueing " << n << " tasks due now over " << kW6Keys << " keys\n";
+    SendBatches(*server.Connect(), bodies);
+  }
+  const int workers = o.w6_workers;
+  const std::string claim_body = ClaimBody(o.batch, 0);
+  // After an empty answer while tasks are left: wait instead of spinning.
+  const std::string claim_wait_body = ClaimBody(o.batch, 200);
+  std::vector<std::unique_ptr<Connection>> c;
+  for (int i = 0; i < workers; ++i) c.push_back(server.Connect());
+  std::cerr << label << ": draining with " << workers << " connections, claims of " << o.batch
+            << "\n";
+
+  KeyOrderChecker checker(keyed);
+  std::atomic<int64_t> claimed{0}, empty_claims{0};
+  std::atomic<SteadyClock::rep> first_claim{
+      SteadyClock::time_point::max().time_since_epoch().count()};
+  std::atomic<SteadyClock::rep> last_ack{0};
+  const auto limit =
+      SteadyClock::now() + std::chrono::seconds(120) + std::chrono::microseconds(n * 1000);
+  std::atomic<bool> stop{false};
+  RunTogether(workers, stop, [&](int t) {
+    Connection& conn = *c[static_cast<size_t>(t)];
+    std::vector<LeaseRef> leases;
+    std::vector<int> keys;
+    std::string ack_body;
+    bool waited = false;
+    while (claimed.load() < n && !stop.load(std::memory_order_relaxed)) {
+      if (SteadyClock::now() > limit) throw BenchError(label + ": tasks left at the time limit");
+      leases.clear();
+      StoreMin(first_claim, SteadyClock::now());
+      Claim(conn, claim_path, waited ? claim_wait_body : claim_body, leases);
+      if (leases.empty()) {
+        empty_claims.fetch_add(1);
+        waited = true;
+        continue;
+      }
+      waited = false;
+      // The claim's tasks all start, then all finish, before the ack.
+      keys.clear();
+      for (const LeaseRef& l : leases) keys.push_back(checker.Start(l.payload, l.key));
+      for (const int key : keys) checker.Finish(key);
+      claimed.fetch_add(static_cast<int64_t>(leases.size()));
+      AckAll(conn, leases, ack_body);
+      StoreMax(last_ack, SteadyClock::now());
+    }
+  });
+  const double s = Seconds(AsTime(last_ack) - AsTime(first_claim));
+  const json counts = QueueCounts(*c[0], queue);
+  if (Count(counts, "succeeded") != n) {
+    throw BenchError(label + ": " + std::to_string(Count(counts, "succeeded")) + " of " +
+                     std::to_string(n) + " tasks succeeded after the drain (" +
+                     std::to_string(claimed.load()) + " claimed): " + counts.dump());
+  }
+  if (empty_claims.load() > 0) {
+    std::cerr << label << ": " << empty_claims.load() << " empty claims\n";
+  }
+  const double per_s = static_cast<double>(n) / s;
+  json j = Line("W6", "http", mode, n);
+  j["per_s"] = std::llround(per_s);
+  ReportW6Checker(checker, label, j);
+  if (keyed && unkeyed_per_s > 0) j["ratio"] = Round(per_s / unkeyed_per_s, 3);
+  j["redelivered"] = claimed.load() - n;
+  j["connections"] = workers;
+  j["claim_batch"] = o.batch;
+  Emit(j);
+  c.clear();
+  server.Stop();
+  return per_s;
+}
+
+}  // namespace
+
+void RunHttpW6(const Options& o, int64_t n, uint64_t) {
+  double unkeyed_per_s = 0;
+  if (o.mode != "keyed") unkeyed_per_s = RunHttpW6Mode(o, n, "unkeyed", 0);
+  if (o.mode != "unkeyed") RunHttpW6Mode(o, n, "keyed", unkeyed_per_s);
 }
 
 void RunHttpW3(const Options& o, int64_t n, uint64_t seed) {

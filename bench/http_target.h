@@ -36,6 +36,16 @@ void RunHttpW2(const Options& o, int64_t n, uint64_t seed);
 // lateness = arrival of the claim answer - run_at, p50/p99/max in ms.
 void RunHttpW3(const Options& o, int64_t n, uint64_t seed);
 
+// W6: keyed FIFO. N tasks due now over 100 keys (task i has key "k<i % 100>"
+// and payload {"k":i % 100,"i":i / 100}), enqueued with POST /v1/tasks/batch
+// (1,000 per request) and drained as W2 drains, by Options::w6_workers
+// connections claiming Options::batch tasks at a time. Each key's order is
+// checked as the workers see it (KeyOrderChecker). Mode "unkeyed" enqueues
+// the same tasks without keys, "keyed" with keys (max_in_flight_per_key at
+// its default, 1); with no --mode both run, unkeyed first, each on a chronoqd
+// of its own, and the keyed line carries the ratio of their tasks/s.
+void RunHttpW6(const Options& o, int64_t n, uint64_t seed);
+
 // W7: keyed locks. N acquire+release pairs (POST /v1/locks/{key}/acquire
 // then /release) on distinct keys from 32 connections, then N/4 pairs on one
 // key from 8 connections; figures: pairs/s for each.
