@@ -112,6 +112,7 @@ Status Core::Reload() {
   beyond_.reset();
   window_full_ = false;
   resume_seq_ = 0;
+  queued_heads_.clear();
   keys_.clear();
   pending_.clear();
   // Held locks come back from the store; waiters stay queued, and keys that
