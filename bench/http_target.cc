@@ -886,40 +886,37 @@ std::string ClaimBody(int max, int wait_ms) {
   return "{\"max\":" + std::to_string(max) + ",\"lease_ms\":" + std::to_string(kLeaseMs) +
          ",\"wait_ms\":" + std::to_string(wait_ms) + "}";
 }
-}  // namespace
+// What a drain measured.
+struct Drained {
+  double seconds = 0;  // from the first claim to the last acknowledgement
+  int64_t claimed = 0;
+};
 
-void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Server server(o, "W2");
-  const std::string queue = server.Queue("w2");
+// Drains the n tasks due in `queue`: one worker per
+// connection claims `batch` at a time, calls on_claim(leases) (from several
+// threads) and acknowledges the claim with one POST /v1/acks; then checks that
+// all n succeeded.
+Drained Drain(std::vector<std::unique_ptr<Connection>>& c, const std::string& queue, int batch,
+              int64_t n, const std::string& label,
+              const std::function<void(const std::vector<LeaseRef>&)>& on_claim) {
   const std::string claim_path = "/v1/queues/" + cli::PercentEncode(queue) + "/claim";
-  {
-    const auto bodies = BatchBodies(queue, n, 1000, rng, [](int64_t) { return std::string(); });
-    std::cerr << "W2: enqueueing " << n << " tasks due now\n";
-    SendBatches(*server.Connect(), bodies);
-  }
-  const int workers = o.concurrency;
-  const std::string claim_body = ClaimBody(o.batch, 0);
+  const std::string claim_body = ClaimBody(batch, 0);
   // After an empty answer while tasks are left: wait instead of spinning.
-  const std::string claim_wait_body = ClaimBody(o.batch, 200);
-  std::vector<std::unique_ptr<Connection>> c;
-  for (int i = 0; i < workers; ++i) c.push_back(server.Connect());
-  std::cerr << "W2: draining with " << workers << " connections, claims of " << o.batch << "\n";
-
+  const std::string claim_wait_body = ClaimBody(batch, 200);
   std::atomic<int64_t> claimed{0}, empty_claims{0};
   std::atomic<SteadyClock::rep> first_claim{
       SteadyClock::time_point::max().time_since_epoch().count()};
   std::atomic<SteadyClock::rep> last_ack{0};
   const auto limit =
-      SteadyClock::now() + std::chrono::seconds(120) + std::chrono::microseconds(n * 100);
+      SteadyClock::now() + std::chrono::seconds(120) + std::chrono::microseconds(n * 1000);
   std::atomic<bool> stop{false};
-  RunTogether(workers, stop, [&](int t) {
+  RunTogether(static_cast<int>(c.size()), stop, [&](int t) {
     Connection& conn = *c[static_cast<size_t>(t)];
     std::vector<LeaseRef> leases;
     std::string ack_body;
     bool waited = false;
     while (claimed.load() < n && !stop.load(std::memory_order_relaxed)) {
-      if (SteadyClock::now() > limit) throw BenchError("W2: tasks left at the time limit");
+      if (SteadyClock::now() > limit) throw BenchError(label + ": tasks left at the time limit");
       leases.clear();
       StoreMin(first_claim, SteadyClock::now());
       Claim(conn, claim_path, waited ? claim_wait_body : claim_body, leases);
@@ -929,22 +926,43 @@ void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
         continue;
       }
       waited = false;
+      on_claim(leases);
       claimed.fetch_add(static_cast<int64_t>(leases.size()));
       AckAll(conn, leases, ack_body);
       StoreMax(last_ack, SteadyClock::now());
     }
   });
-  const double s = Seconds(AsTime(last_ack) - AsTime(first_claim));
   const json counts = QueueCounts(*c[0], queue);
   if (Count(counts, "succeeded") != n) {
-    throw BenchError("W2: " + std::to_string(Count(counts, "succeeded")) + " of " +
+    throw BenchError(label + ": " + std::to_string(Count(counts, "succeeded")) + " of " +
                      std::to_string(n) + " tasks succeeded after the drain (" +
                      std::to_string(claimed.load()) + " claimed): " + counts.dump());
   }
-  if (empty_claims.load() > 0) std::cerr << "W2: " << empty_claims.load() << " empty claims\n";
+  if (empty_claims.load() > 0) {
+    std::cerr << label << ": " << empty_claims.load() << " empty claims\n";
+  }
+  return {Seconds(AsTime(last_ack) - AsTime(first_claim)), claimed.load()};
+}
+}  // namespace
+
+void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Server server(o, "W2");
+  const std::string queue = server.Queue("w2");
+  {
+    const auto bodies = BatchBodies(queue, n, 1000, rng, [](int64_t) { return std::string(); });
+    std::cerr << "W2: enqueueing " << n << " tasks due now\n";
+    SendBatches(*server.Connect(), bodies);
+  }
+  const int workers = o.concurrency;
+  std::vector<std::unique_ptr<Connection>> c;
+  for (int i = 0; i < workers; ++i) c.push_back(server.Connect());
+  std::cerr << "W2: draining with " << workers << " connections, claims of " << o.batch << "\n";
+
+  const Drained d = Drain(c, queue, o.batch, n, "W2", [](const std::vector<LeaseRef>&) {});
   json j = Line("W2", "http", "", n);
-  j["per_s"] = std::llround(static_cast<double>(n) / s);
-  j["redelivered"] = claimed.load() - n;
+  j["per_s"] = std::llround(static_cast<double>(n) / d.seconds);
+  j["redelivered"] = d.claimed - n;
   j["connections"] = workers;
   j["claim_batch"] = o.batch;
   Emit(j);
@@ -963,7 +981,6 @@ double RunHttpW6Mode(const Options& o, int64_t n, const std::string& mode, doubl
   const std::string label = "W6 " + mode;
   Server server(o, "W6-" + mode);
   const std::string queue = server.Queue("w6");
-  const std::string claim_path = "/v1/queues/" + cli::PercentEncode(queue) + "/claim";
   // The queue's max_in_flight_per_key stays at its default, 1.
   {
     // All due at the same instant, so that each key's order is its enqueue order.
@@ -992,64 +1009,25 @@ double RunHttpW6Mode(const Options& o, int64_t n, const std::string& mode, doubl
     SendBatches(*server.Connect(), bodies);
   }
   const int workers = o.w6_workers;
-  const std::string claim_body = ClaimBody(o.batch, 0);
-  // After an empty answer while tasks are left: wait instead of spinning.
-  const std::string claim_wait_body = ClaimBody(o.batch, 200);
   std::vector<std::unique_ptr<Connection>> c;
   for (int i = 0; i < workers; ++i) c.push_back(server.Connect());
   std::cerr << label << ": draining with " << workers << " connections, claims of " << o.batch
             << "\n";
 
-  KeyOrderChecker checker(keyed);
-  std::atomic<int64_t> claimed{0}, empty_claims{0};
-  std::atomic<SteadyClock::rep> first_claim{
-      SteadyClock::time_point::max().time_since_epoch().count()};
-  std::atomic<SteadyClock::rep> last_ack{0};
-  const auto limit =
-      SteadyClock::now() + std::chrono::seconds(120) + std::chrono::microseconds(n * 1000);
-  std::atomic<bool> stop{false};
-  RunTogether(workers, stop, [&](int t) {
-    Connection& conn = *c[static_cast<size_t>(t)];
-    std::vector<LeaseRef> leases;
+  KeyOrderChecker checker(keyed);  // thread-safe
+  const Drained d = Drain(c, queue, o.batch, n, label, [&](const std::vector<LeaseRef>& leases) {
+    // The claim's tasks all start, then all finish, before the ack.
     std::vector<int> keys;
-    std::string ack_body;
-    bool waited = false;
-    while (claimed.load() < n && !stop.load(std::memory_order_relaxed)) {
-      if (SteadyClock::now() > limit) throw BenchError(label + ": tasks left at the time limit");
-      leases.clear();
-      StoreMin(first_claim, SteadyClock::now());
-      Claim(conn, claim_path, waited ? claim_wait_body : claim_body, leases);
-      if (leases.empty()) {
-        empty_claims.fetch_add(1);
-        waited = true;
-        continue;
-      }
-      waited = false;
-      // The claim's tasks all start, then all finish, before the ack.
-      keys.clear();
-      for (const LeaseRef& l : leases) keys.push_back(checker.Start(l.payload, l.key));
-      for (const int key : keys) checker.Finish(key);
-      claimed.fetch_add(static_cast<int64_t>(leases.size()));
-      AckAll(conn, leases, ack_body);
-      StoreMax(last_ack, SteadyClock::now());
-    }
+    keys.reserve(leases.size());
+    for (const LeaseRef& l : leases) keys.push_back(checker.Start(l.payload, l.key));
+    for (const int key : keys) checker.Finish(key);
   });
-  const double s = Seconds(AsTime(last_ack) - AsTime(first_claim));
-  const json counts = QueueCounts(*c[0], queue);
-  if (Count(counts, "succeeded") != n) {
-    throw BenchError(label + ": " + std::to_string(Count(counts, "succeeded")) + " of " +
-                     std::to_string(n) + " tasks succeeded after the drain (" +
-                     std::to_string(claimed.load()) + " claimed): " + counts.dump());
-  }
-  if (empty_claims.load() > 0) {
-    std::cerr << label << ": " << empty_claims.load() << " empty claims\n";
-  }
-  const double per_s = static_cast<double>(n) / s;
+  const double per_s = static_cast<double>(n) / d.seconds;
   json j = Line("W6", "http", mode, n);
   j["per_s"] = std::llround(per_s);
   ReportW6Checker(checker, label, j);
   if (keyed && unkeyed_per_s > 0) j["ratio"] = Round(per_s / unkeyed_per_s, 3);
-  j["redelivered"] = claimed.load() - n;
+  j["redelivered"] = d.claimed - n;
   j["connections"] = workers;
   j["claim_batch"] = o.batch;
   Emit(j);
