@@ -275,9 +275,15 @@ Status Core::Place(int64_t qid, const std::optional<std::string>& key, bool star
 
 Status Core::Unschedule(const TaskRow& row, bool finished) {
   if (row.state != TaskState::kScheduled || !row.due) return {};
-  if (row.key && row.attempt == 0) return KeyedLeft(row.qid, *row.key, row.seq);
+  if (WaitsToStart(row)) return KeyedLeft(row.qid, *row.key, row.seq);
   window_.Remove(row.qid, {*row.due, row.priority, row.seq});
   if (finished && row.key) return KeyReleased(row.qid, *row.key, clock_.Now());
+  return {};
+}
+
+Status Core::Dropped(const TaskRow& row) {
+  CHRONOQ_RETURN_IF_ERROR(Unschedule(row, /*finished=*/true));
+  if (WaitsToStart(row)) NotePending(row.qid, *row.key, -1);
   return {};
 }
 
@@ -388,11 +394,9 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
           if (!row.sid) row.sid = existing->sid;
           row.updated = now;
           // The same key's backlog is unchanged.
-          if (existing->key != row.key || existing->qid != qid || existing->attempt > 0) {
+          if (!WaitsToStart(*existing) || existing->key != row.key || existing->qid != qid) {
             CHRONOQ_RETURN_IF_ERROR(admit());
-            if (existing->key && existing->attempt == 0) {
-              NotePending(existing->qid, *existing->key, -1);
-            }
+            if (WaitsToStart(*existing)) NotePending(existing->qid, *existing->key, -1);
           }
           CHRONOQ_RETURN_IF_ERROR(store_.Overwrite(row));
           effects.push_back({existing, std::pair(existing->qid, existing->state), queue, row.seq,
@@ -454,8 +458,7 @@ Result<Task> Core::Cancel(const std::string& id) {
   if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
   const Timestamp purge_at = PurgeAt(row.qid, now);
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kCancelled, purge_at, {}, {}, now}));
-  CHRONOQ_RETURN_IF_ERROR(Unschedule(row, /*finished=*/true));
-  if (row.key && row.attempt == 0) NotePending(row.qid, *row.key, -1);
+  CHRONOQ_RETURN_IF_ERROR(Dropped(row));
   Count(row.qid, TaskState::kScheduled, TaskState::kCancelled);
   NotePurge(purge_at);
   row.run_at = row.due;

@@ -258,6 +258,12 @@ class Core {
   // it will not run (cancelled, deleted, replaced), so a started keyed task
   // frees its key's place.
   Status Unschedule(const TaskRow& row, bool finished);
+  // A scheduled row is cancelled or deleted: Unschedule, and a keyed task
+  // waiting to start leaves its key's backlog.
+  Status Dropped(const TaskRow& row);
+  // A keyed task that has never been claimed (attempt 0). A keyed task that
+  // has is *started*: it holds a place of its key until it finishes.
+  static bool WaitsToStart(const TaskRow& row) { return row.key && row.attempt == 0; }
   // When a task of `qid` finishing now is purged: its queue's retention, else
   // the engine's.
   Timestamp PurgeAt(int64_t qid, Timestamp now) const;

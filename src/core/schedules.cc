@@ -42,8 +42,7 @@ Status Core::DropPending(ScheduleRow& row) {
   CHRONOQ_ASSIGN_OR_RETURN(std::optional<TaskRow> task, store_.FindBySeq(*row.current_seq));
   if (task && task->state == TaskState::kScheduled) {
     CHRONOQ_RETURN_IF_ERROR(store_.Delete(task->seq));
-    CHRONOQ_RETURN_IF_ERROR(Unschedule(*task, /*finished=*/true));
-    if (task->key && task->attempt == 0) NotePending(task->qid, *task->key, -1);
+    CHRONOQ_RETURN_IF_ERROR(Dropped(*task));
     Count(task->qid, TaskState::kScheduled, std::nullopt);
   }
   row.current_seq.reset();
