@@ -287,6 +287,10 @@ class Core {
     // later of its due and its key's turn (when the key's previous task was
     // claimed or finished), which rotates claims among busy keys.
     std::optional<Window::Key> queued;
+    // Before every task of the key that waits to start: where a search for
+    // the head starts. Unset: from the cursor saved in the store.
+    std::optional<KeyPosition> cursor;
+    int takes_unsaved = 0;  // heads taken since the cursor was last saved
   };
   using Keys = std::map<KeyId, KeyState>;
   Status LoadKeys();
@@ -294,12 +298,16 @@ class Core {
   // Queues the head in the window if the key has room.
   void Offer(Keys::iterator it, Timestamp turn);
   void Withdraw(Keys::iterator it);
-  // Re-reads the key's head from the store (the first after `after`, when
-  // set) and offers it at `turn`; may forget the key (`it` is then invalid).
-  Status RefetchHead(Keys::iterator it, Timestamp turn,
-                     const std::optional<Window::Key>& after = std::nullopt);
-  // Forgets a key that holds no place and has no loaded head.
-  void MaybeForget(Keys::iterator it);
+  // Re-reads the key's head from the store (the first after its cursor) and
+  // offers it at `turn`; may forget the key (`it` is then invalid).
+  Status RefetchHead(Keys::iterator it, Timestamp turn);
+  // Moves the key's cursor back to just before `at`, unless it is before.
+  static void CursorBefore(KeyState& k, const Window::Key& at);
+  // Saves the key's cursor to the store, if heads were taken since the last.
+  Status SaveCursor(Keys::iterator it);
+  // Forgets a key that holds no place and has no loaded head, saving its
+  // cursor first.
+  Status MaybeForget(Keys::iterator it);
   // A task of the key is waiting to start at `at` (enqueued, retried by
   // hand, rescheduled, refilled).
   Status KeyedArrived(int64_t qid, const std::string& key, const Window::Key& at);

@@ -8,12 +8,26 @@
 // costs none. When the head is claimed (or a place frees) the next head is
 // read from the index and queued at `turn` = now: behind every task already
 // due, which is what rotates claims among keys.
+//
+// The index keeps a key's tasks after they start (store.h), so each search
+// starts from the key's cursor: in memory, the head taken last (or just
+// before a task that arrived earlier than that); saved to the store every
+// kCursorSaveEvery heads and when the key is forgotten, for searches after a
+// restart.
 #include <algorithm>
 #include <vector>
 
 #include "core/core.h"
 
 namespace chronoq {
+namespace {
+
+// A search from the saved cursor steps over at most this many started tasks.
+constexpr int kCursorSaveEvery = 64;
+
+KeyPosition PositionOf(const Window::Key& k) { return {k.due, k.priority, k.seq}; }
+
+}  // namespace
 
 Status Core::LoadKeys() {
   // Running keyed tasks were counted by Recover(); tasks waiting to retry hold
@@ -27,6 +41,11 @@ Status Core::LoadKeys() {
     it = next;
   }
   return {};
+}
+
+void Core::CursorBefore(KeyState& k, const Window::Key& at) {
+  const KeyPosition before = KeyPosition::Before(at.due, at.priority, at.seq);
+  if (!k.cursor || before < *k.cursor) k.cursor = before;
 }
 
 int Core::KeyLimit(int64_t qid) const {
@@ -51,26 +70,32 @@ void Core::Withdraw(Keys::iterator it) {
   k.queued.reset();
 }
 
-Status Core::RefetchHead(Keys::iterator it, Timestamp turn,
-                         const std::optional<Window::Key>& after) {
+Status Core::RefetchHead(Keys::iterator it, Timestamp turn) {
   Withdraw(it);
-  std::optional<DueEntry> from;
-  if (after) from = DueEntry{after->seq, it->first.first, after->due, after->priority};
   CHRONOQ_ASSIGN_OR_RETURN(std::optional<DueEntry> head,
-                           store_.KeyHead(it->first.first, it->first.second, from));
+                           store_.KeyHead(it->first.first, it->first.second, it->second.cursor));
   it->second.head.reset();
   if (head) it->second.head = Window::Key{head->due, head->priority, head->seq};
   Offer(it, turn);
-  MaybeForget(it);
+  return MaybeForget(it);
+}
+
+Status Core::SaveCursor(Keys::iterator it) {
+  KeyState& k = it->second;
+  if (k.takes_unsaved == 0 || !k.cursor) return {};
+  CHRONOQ_RETURN_IF_ERROR(store_.SaveKeyCursor(it->first.first, it->first.second, *k.cursor));
+  k.takes_unsaved = 0;
   return {};
 }
 
-void Core::MaybeForget(Keys::iterator it) {
+Status Core::MaybeForget(Keys::iterator it) {
   const KeyState& k = it->second;
-  if (k.in_flight > 0 || (k.head && Loaded(k.head->due))) return;
+  if (k.in_flight > 0 || (k.head && Loaded(k.head->due))) return {};
   // Its head (if any) lies beyond what is loaded: a refill finds it again.
+  CHRONOQ_RETURN_IF_ERROR(SaveCursor(it));
   Withdraw(it);
   keys_.erase(it);
+  return {};
 }
 
 Status Core::KeyedArrived(int64_t qid, const std::string& key, const Window::Key& at) {
@@ -80,6 +105,7 @@ Status Core::KeyedArrived(int64_t qid, const std::string& key, const Window::Key
     if (k.head && !(at < *k.head)) return {};  // behind the head: the index has it
     Withdraw(it);
     k.head = at;
+    CursorBefore(k, at);
     Offer(it, Timestamp::min());
     return {};
   }
@@ -88,6 +114,7 @@ Status Core::KeyedArrived(int64_t qid, const std::string& key, const Window::Key
     // horizon but this task: it is the head.
     it = keys_.try_emplace({qid, key}).first;
     it->second.head = at;
+    CursorBefore(it->second, at);
     Offer(it, Timestamp::min());
     return {};
   }
@@ -113,18 +140,24 @@ Result<std::optional<Core::Keys::iterator>> Core::TakeHead(const Window::Key& en
   const Keys::iterator it = h->second;
   queued_heads_.erase(h);
   KeyState& k = it->second;
-  const Window::Key taken = *k.head;
+  const std::optional<KeyPosition> cursor = k.cursor;
   // The claim popped its window entry already.
   k.queued.reset();
   ++k.in_flight;
   NotePending(it->first.first, it->first.second, -1);
   // The taken head is still scheduled in the store until the claim's
   // statement runs: the next head is the first after it. in_flight > 0, so
-  // the key stays.
-  if (Status s = RefetchHead(it, now, taken); !s.ok()) {
+  // the key stays. (A cursor saved now stops just before the taken head:
+  // the store sees it waiting still.)
+  k.cursor = PositionOf(*k.head);
+  Status s;
+  if (++k.takes_unsaved >= kCursorSaveEvery) s = SaveCursor(it);
+  if (s.ok()) s = RefetchHead(it, now);
+  if (!s.ok()) {
     // The store failed before the head changed: the key is as it was.
     --k.in_flight;
     NotePending(it->first.first, it->first.second, 1);
+    k.cursor = cursor;
     Offer(it, Timestamp::min());
     return s;
   }
@@ -133,10 +166,12 @@ Result<std::optional<Core::Keys::iterator>> Core::TakeHead(const Window::Key& en
 
 Status Core::UntakeHeads(const std::vector<Keys::iterator>& taken) {
   // The heads are still scheduled: give their places back, then read each
-  // key's head again (once per key: it may be forgotten).
+  // key's head again (once per key: it may be forgotten), from the saved
+  // cursor, which the store kept before them.
   std::vector<Keys::iterator> keys;
   for (Keys::iterator it : taken) {
     --it->second.in_flight;
+    it->second.cursor.reset();
     NotePending(it->first.first, it->first.second, 1);
     if (std::find(keys.begin(), keys.end(), it) == keys.end()) keys.push_back(it);
   }
@@ -149,8 +184,7 @@ Status Core::KeyReleased(int64_t qid, const std::string& key, Timestamp now) {
   if (it == keys_.end()) return Status::Internal("key " + key + " released but not held");
   it->second.in_flight = std::max(0, it->second.in_flight - 1);
   Offer(it, now);
-  MaybeForget(it);
-  return {};
+  return MaybeForget(it);
 }
 
 void Core::ReofferKeys(int64_t qid, Timestamp now) {
@@ -168,7 +202,9 @@ void Core::ReofferKeys(int64_t qid, Timestamp now) {
 Status Core::CountPending(const QueueState& q, const std::string& key) {
   auto [it, fresh] = pending_.try_emplace({q.qid, key}, 0);
   if (!fresh) return {};
-  Result<int64_t> n = store_.CountKeyPending(q.qid, key);
+  std::optional<KeyPosition> from;
+  if (auto k = keys_.find({q.qid, key}); k != keys_.end()) from = k->second.cursor;
+  Result<int64_t> n = store_.CountKeyPending(q.qid, key, from);
   if (!n.ok()) {
     pending_.erase(it);
     return n.status();

@@ -130,6 +130,19 @@ struct DueEntry {
   bool started = false;  // claimed before (attempt > 0): a retry
 };
 
+// A place in a key's line (per-key ordering): tasks of a key start in order of
+// (at, priority, seq), `at` being the due they wait to start at.
+struct KeyPosition {
+  Timestamp at;
+  int priority = 0;
+  int64_t seq = 0;
+  // The place just before task `seq`'s, after any other.
+  static KeyPosition Before(Timestamp at, int priority, int64_t seq) {
+    return {at, priority, seq - 1};
+  }
+  friend auto operator<=>(const KeyPosition&, const KeyPosition&) = default;
+};
+
 struct StoreMeta {
   int64_t max_seq = 0;      // the largest seq ever used
   uint64_t next_token = 1;  // the next fencing token to hand out
@@ -178,15 +191,30 @@ class Store {
                                                          int limit) = 0;
 
   // --- keyed tasks (writer) ---
-  // Keyed tasks waiting to start (scheduled, attempt 0) are indexed by
-  // (queue, key, due, priority, seq): only those, so the index costs nothing
-  // once a task has started.
-  // The first task of `key` in queue `qid` waiting to start; with `after`,
-  // the first one after that (due, priority, seq) position.
+  // A keyed task waits to start while scheduled with attempt 0. Keyed tasks
+  // are indexed from enqueue to purge by (queue, key, position), the position
+  // being the due they waited to start at: claims and acknowledgements leave
+  // the index alone, so the tasks that started or finished stay in it.
+  // Searches therefore start from a place known to be before every task of
+  // the key that waits to start: `after` when given, else the key's saved
+  // cursor, which the store keeps true: a task that waits to start at or
+  // before it (enqueued, rescheduled, replaced, retried by hand) moves it
+  // back, SaveKeyCursor never moves it past one, and it is dropped once no
+  // task of its key lies at or before it (purge, delete).
+  //
+  // The first task of `key` in queue `qid` waiting to start after `after`
+  // (else after the saved cursor).
   virtual Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
-                                                  const std::optional<DueEntry>& after) = 0;
-  // How many tasks of `key` in queue `qid` wait to start.
-  virtual Result<int64_t> CountKeyPending(int64_t qid, const std::string& key) = 0;
+                                                  const std::optional<KeyPosition>& after) = 0;
+  // How many tasks of `key` in queue `qid` wait to start after `after` (else
+  // after the saved cursor).
+  virtual Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
+                                          const std::optional<KeyPosition>& after) = 0;
+  // Moves the key's saved cursor forward to `at`, or to just before its first
+  // task waiting to start if that comes first; never backwards. The engine
+  // saves where its claims got to now and then, so that a search without
+  // `after` (after a restart) skips the tasks that started before.
+  virtual Status SaveKeyCursor(int64_t qid, const std::string& key, const KeyPosition& at) = 0;
   // The queue and key of each keyed task waiting to retry (scheduled,
   // attempt > 0), one pair per task (few: they are failures in backoff).
   virtual Result<std::vector<std::pair<int64_t, std::string>>> LoadKeyRetries() = 0;

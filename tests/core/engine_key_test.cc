@@ -11,6 +11,7 @@
 
 #include "support/engine_fixture.h"
 #include "support/faulty_engine_fixture.h"
+#include "support/raw_sql.h"
 
 namespace chronoq {
 namespace {
@@ -342,6 +343,55 @@ TEST_F(EngineKeyTest, KeysBeyondTheLookaheadComeIntoMemoryInOrder) {
   EXPECT_TRUE(ClaimAll().empty());
   AckAll(got);
   EXPECT_EQ(Ids(ClaimAll()), std::vector<std::string>{"k2"});
+}
+
+// The index keeps a key's started tasks, so a search for its head starts at
+// its cursor (store.h): saved as its tasks start and when it is forgotten, so
+// that after a restart the search skips what started before; moved back by a
+// task enqueued earlier in the line.
+TEST_F(EngineKeyTest, AKeysCursorIsSavedAndServesAfterARestart) {
+  for (int i = 0; i < 150; ++i) AddKeyed("k", "t" + std::to_string(i));
+  const std::string db = Options().path;
+  auto saved = [&] { return test::QueryText(db, "SELECT seq FROM key_cursors WHERE key='k'"); };
+  auto seq_of = [&](const std::string& id) {
+    return test::QueryText(db, "SELECT seq FROM tasks WHERE name='" + id + "'");
+  };
+  for (int i = 0; i < 140; ++i) {
+    std::vector<Lease> got = ClaimAll();
+    ASSERT_EQ(Ids(got), std::vector<std::string>{"t" + std::to_string(i)});
+    AckAll(got);
+  }
+  // Saved after every 64 heads taken: at the 128th (t127), just before it
+  // (it was still waiting to start when the claim saved).
+  ASSERT_FALSE(saved().empty());
+  EXPECT_EQ(std::stoll(saved()), std::stoll(seq_of("t127")) - 1);
+
+  // t140 runs across two restarts: each looks for the key's head from the
+  // saved cursor.
+  std::vector<Lease> running = ClaimAll();
+  ASSERT_EQ(Ids(running), std::vector<std::string>{"t140"});
+  Reopen();
+  TaskSpec early = Keyed("k", "early");
+  early.delay.reset();
+  early.run_at = clock_.Now() - 1h;  // ahead of everything in the line
+  Result<Task> enqueued = engine_->Enqueue(early);
+  ASSERT_TRUE(enqueued.ok()) << enqueued.status().ToString();
+  Reopen();
+  EXPECT_TRUE(ClaimAll().empty()) << "t140 still runs";
+  AckAll(running);
+  for (const std::string want : {"early", "t141"}) {
+    std::vector<Lease> got = ClaimAll();
+    ASSERT_EQ(Ids(got), std::vector<std::string>{want});
+    AckAll(got);
+  }
+  for (int i = 142; i < 150; ++i) {
+    std::vector<Lease> got = ClaimAll();
+    ASSERT_EQ(Ids(got), std::vector<std::string>{"t" + std::to_string(i)});
+    AckAll(got);
+  }
+  engine_->Sync();
+  // Drained and forgotten: the cursor was saved at the last head taken.
+  EXPECT_EQ(saved(), seq_of("t149"));
 }
 
 // A window smaller than one key's backlog: the refill reads on past rows it

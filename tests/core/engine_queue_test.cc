@@ -9,13 +9,13 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 
 #include "core/engine_impl.h"
 #include "store/sqlite/sqlite_store.h"
 #include "support/answer.h"
 #include "support/engine_fixture.h"
 #include "support/faulty_engine_fixture.h"
+#include "support/raw_sql.h"
 #include "support/schema_v1.h"
 
 namespace chronoq {
@@ -671,8 +671,6 @@ TEST_F(EngineQueueTest, ASchema1DatabaseOpensWithItsCounts) {
   o.path = dir_.File("v1.db");
   const int64_t now = clock_.Now().time_since_epoch().count();
   const int64_t seq = (now / 1000) << 16;  // a plausible generated seq
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(o.path.c_str(), &db), SQLITE_OK);
   std::string sql = std::string(test::kSchemaV1) +
                     "INSERT INTO queues(qid, name) VALUES(1, 'mail');"
                     "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload,"
@@ -683,12 +681,7 @@ TEST_F(EngineQueueTest, ASchema1DatabaseOpensWithItsCounts) {
                     std::to_string(seq + 3) + ", 1, 1, " + std::to_string(now + 10'000'000) +
                     ", 0, 1, 25, '{}', 'z', 41)," + "(" + std::to_string(seq + 4) +
                     ", 1, 4, NULL, 0, 25, 25, '{}', 'w', NULL);";
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  const std::string msg = err != nullptr ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << msg;
+  test::ExecRaw(o.path, sql);
 
   Open(o);
   EXPECT_EQ(CountsOf("mail"), (Counts{2, 1, 0, 0, 1}));

@@ -20,11 +20,15 @@
 
 #include "store/store.h"
 #include "support/engine_fixture.h"
+#include "support/raw_sql.h"
 #include "support/schema_v1.h"
 #include <unistd.h>
 
 namespace chronoq {
 namespace {
+
+using test::ExecRaw;
+using test::QueryText;
 
 using std::chrono::seconds;
 
@@ -681,18 +685,22 @@ TEST_F(SqliteStoreTest, KeyedTasksWaitingToStartAreFoundByKeyInOrder) {
 
   // (due, priority, seq) order; `after` steps past a position.
   std::vector<int64_t> order;
-  std::optional<DueEntry> after;
+  std::vector<int64_t> counts;  // waiting after each position
+  std::optional<KeyPosition> after;
   for (;;) {
     Result<std::optional<DueEntry>> head = store_->KeyHead(q, "k", after);
     ASSERT_TRUE(head.ok()) << head.status().ToString();
+    Result<int64_t> count = store_->CountKeyPending(q, "k", after);
+    ASSERT_TRUE(count.ok()) << count.status().ToString();
+    counts.push_back(*count);
     if (!head->has_value()) break;
     order.push_back((*head)->seq);
-    after = *head;
+    after = KeyPosition{(*head)->due, (*head)->priority, (*head)->seq};
   }
   EXPECT_EQ(order, (std::vector<int64_t>{4, 2, 3, 1}));
-  EXPECT_EQ(*store_->CountKeyPending(q, "k"), 4);
-  EXPECT_EQ(*store_->CountKeyPending(q, "other"), 1);
-  EXPECT_EQ(*store_->CountKeyPending(q + 1, "k"), 0);
+  EXPECT_EQ(counts, (std::vector<int64_t>{4, 3, 2, 1, 0}));
+  EXPECT_EQ(*store_->CountKeyPending(q, "other", std::nullopt), 1);
+  EXPECT_EQ(*store_->CountKeyPending(q + 1, "k", std::nullopt), 0);
   Result<std::vector<std::pair<int64_t, std::string>>> retries = store_->LoadKeyRetries();
   ASSERT_TRUE(retries.ok());
   EXPECT_EQ(*retries, (std::vector<std::pair<int64_t, std::string>>{{q, "k"}}));
@@ -710,6 +718,88 @@ TEST_F(SqliteStoreTest, KeyedTasksWaitingToStartAreFoundByKeyInOrder) {
   ASSERT_TRUE(rest.ok());
   ASSERT_EQ(rest->size(), 2u);
   EXPECT_EQ((*rest)[0].seq, 6);
+}
+
+// The saved cursor of a key (store.h): never past a task waiting to start,
+// moved back by one that arrives before it, dropped when nothing lies before.
+TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
+  const int64_t q = Queue("q");
+  auto keyed = [&](int64_t seq, Timestamp due) {
+    TaskRow r = Scheduled(seq, q, due);
+    r.key = "k";
+    return r;
+  };
+  for (int64_t seq = 1; seq <= 5; ++seq) InsertCommitted(keyed(seq, kBase));
+  auto saved = [&] {
+    return QueryText(path_,
+                     "SELECT seq FROM key_cursors WHERE qid=" + std::to_string(q) + " AND key='k'");
+  };
+  auto head = [&]() -> int64_t {
+    Result<std::optional<DueEntry>> h = store_->KeyHead(q, "k", std::nullopt);
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() && h->has_value() ? (*h)->seq : 0;
+  };
+  auto save = [&](int64_t seq) {
+    ASSERT_TRUE(store_->Begin().ok());
+    ASSERT_TRUE(store_->SaveKeyCursor(q, "k", KeyPosition{kBase, 0, seq}).ok());
+    ASSERT_TRUE(store_->Commit().ok());
+  };
+  auto start = [&](std::vector<int64_t> seqs) {
+    ASSERT_TRUE(store_->Begin().ok());
+    ASSERT_TRUE(store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow).ok());
+    ASSERT_TRUE(store_->Commit().ok());
+  };
+  EXPECT_EQ(saved(), "");  // none yet: searches start at the beginning
+  start({1, 2});
+  EXPECT_EQ(head(), 3);
+
+  // Asked to go to task 4 while 3 waits: it stops just before 3.
+  save(4);
+  EXPECT_EQ(saved(), "2");
+  EXPECT_EQ(head(), 3);
+  EXPECT_EQ(*store_->CountKeyPending(q, "k", std::nullopt), 3);
+  start({3});
+  save(3);
+  EXPECT_EQ(saved(), "3");
+  EXPECT_EQ(head(), 4);
+  save(1);  // never backwards
+  EXPECT_EQ(saved(), "3");
+
+  // A task enqueued earlier in the line moves the cursor back.
+  InsertCommitted(keyed(6, kBase - seconds(1)));
+  EXPECT_EQ(saved(), "5");  // just before seq 6, at its earlier due
+  EXPECT_EQ(head(), 6);
+  start({6});
+  save(6);
+  // ... and so does a task rescheduled to wait earlier, or retried by hand.
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->Move({5, TaskState::kScheduled, kBase - seconds(5), {}, 0, kNow}).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(saved(), "4");
+  EXPECT_EQ(head(), 5);
+  // A task waiting to retry has started: it moves nothing.
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->Move({1, TaskState::kScheduled, kBase - seconds(9), {}, {}, kNow}).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(saved(), "4");
+  EXPECT_EQ(head(), 5);
+
+  // Once no task of the key lies at or before it, the cursor is dropped.
+  start({5, 4});
+  save(4);
+  EXPECT_EQ(saved(), "4");
+  EXPECT_EQ(head(), 0);
+  ASSERT_TRUE(store_->Begin().ok());
+  for (int64_t seq : {1, 2, 3, 5, 6}) ASSERT_TRUE(store_->Delete(seq).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(saved(), "4");  // task 4 is still there
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->MarkSucceeded({4}, kNow, kNow).ok());
+  Result<Purged> purged = store_->PurgeFinished(kNow, 100);
+  ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(purged->rows, 1);
+  EXPECT_EQ(saved(), "");
 }
 
 TEST_F(SqliteStoreTest, LoadScheduledRangeLimitAndOrder) {
@@ -1144,18 +1234,6 @@ TEST_F(SqliteStoreTest, QueueSettingsAndCountsPersist) {
   EXPECT_FALSE((*again)[0].webhooks);
 }
 
-// Runs `sql` on its own connection to `path`.
-void ExecRaw(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  const std::string msg = err != nullptr ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(db);
-  ASSERT_EQ(rc, SQLITE_OK) << msg;
-}
-
 TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
   test::TempDir dir;
   const std::string path = dir.File("old.db");
@@ -1216,19 +1294,7 @@ TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
 
 // The SQL of the due index, as stored in the database at `path`.
 std::string DueIndexSql(const std::string& path) {
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* stmt = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name='tasks_due'", -1,
-                               &stmt, nullptr),
-            SQLITE_OK);
-  std::string sql;
-  if (sqlite3_step(stmt) == SQLITE_ROW) {
-    sql = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-  }
-  sqlite3_finalize(stmt);
-  sqlite3_close(db);
-  return sql;
+  return QueryText(path, "SELECT sql FROM sqlite_master WHERE name='tasks_due'");
 }
 
 TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
@@ -1256,8 +1322,9 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
       "DROP INDEX tasks_due; CREATE INDEX tasks_due ON tasks(state, (due >> 26));"
       "ALTER TABLE tasks DROP COLUMN sid; ALTER TABLE tasks DROP COLUMN response;"
       "DROP TABLE schedules; ALTER TABLE queues DROP COLUMN rate_count;"
-      "ALTER TABLE queues DROP COLUMN rate_period; DROP INDEX tasks_key;"
-      "DROP INDEX tasks_key_retry; ALTER TABLE tasks DROP COLUMN key;"
+      "ALTER TABLE queues DROP COLUMN rate_period; DROP INDEX tasks_korder;"
+      "DROP INDEX tasks_key_retry; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
+      "ALTER TABLE tasks DROP COLUMN key;"
       "ALTER TABLE queues DROP COLUMN key_in_flight; ALTER TABLE queues DROP COLUMN key_pending;"
       "UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
@@ -1296,6 +1363,53 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   EXPECT_EQ((*(*store)->ReadBySeq(1))->row.response, "HTTP 200");
   EXPECT_EQ((*(*store)->ReadBySeq(1))->row.sid, std::nullopt);
   EXPECT_EQ((*(*store)->ReadBySeq(2))->row.sid, 7);
+  store->reset();
+}
+
+TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
+  test::TempDir dir;
+  const std::string path = dir.File("v6.db");
+  int64_t qid = 0;
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+    ASSERT_TRUE(store.ok());
+    qid = *(*store)->QueueId("q");
+    ASSERT_TRUE((*store)->Begin().ok());
+    for (int64_t seq = 1; seq <= 3; ++seq) {
+      TaskRow row;
+      row.seq = seq;
+      row.qid = qid;
+      row.due = kBase + seconds(10 - seq);  // 3 is due first
+      row.payload = "{}";
+      row.max_attempts = 3;
+      row.key = "k";
+      ASSERT_TRUE((*store)->Insert(row).ok());
+    }
+    ASSERT_TRUE((*store)->MarkRunningMany({3}, kNow + seconds(30), 1, kNow).ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  // Back to schema 6: the index of tasks waiting to start, no korder, no
+  // cursors.
+  ExecRaw(path,
+          "DROP INDEX tasks_korder; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
+          "CREATE INDEX tasks_key ON tasks(qid, key, due, prio)"
+          "  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;"
+          "UPDATE meta SET v=6 WHERE k='schema';");
+
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "7");
+  EXPECT_EQ(QueryText(path, "SELECT count(*) FROM sqlite_master WHERE name='tasks_key'"), "0");
+  // The waiting tasks are in line by their due; the started one is not.
+  Result<std::optional<DueEntry>> head = (*store)->KeyHead(qid, "k", std::nullopt);
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  ASSERT_TRUE(head->has_value());
+  EXPECT_EQ((*head)->seq, 2);
+  EXPECT_EQ(*(*store)->CountKeyPending(qid, "k", std::nullopt), 2);
+  ASSERT_TRUE((*store)->Begin().ok());
+  EXPECT_TRUE((*store)->SaveKeyCursor(qid, "k", KeyPosition{kBase + seconds(8), 0, 2}).ok());
+  ASSERT_TRUE((*store)->Commit().ok());
+  EXPECT_EQ(QueryText(path, "SELECT seq FROM key_cursors"), "1");  // just before task 2
   store->reset();
 }
 

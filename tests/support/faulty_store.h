@@ -73,11 +73,15 @@ class FaultyStore final : public Store {
   Status DeleteLock(const std::string& key) override { return inner_->DeleteLock(key); }
   Result<std::vector<LockRow>> LoadLocks() override { return inner_->LoadLocks(); }
   Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
-                                          const std::optional<DueEntry>& after) override {
+                                          const std::optional<KeyPosition>& after) override {
     return inner_->KeyHead(qid, key, after);
   }
-  Result<int64_t> CountKeyPending(int64_t qid, const std::string& key) override {
-    return inner_->CountKeyPending(qid, key);
+  Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
+                                  const std::optional<KeyPosition>& after) override {
+    return inner_->CountKeyPending(qid, key, after);
+  }
+  Status SaveKeyCursor(int64_t qid, const std::string& key, const KeyPosition& at) override {
+    return inner_->SaveKeyCursor(qid, key, at);
   }
   Result<std::vector<std::pair<int64_t, std::string>>> LoadKeyRetries() override {
     return inner_->LoadKeyRetries();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -71,7 +72,8 @@ CREATE TABLE IF NOT EXISTS tasks(
   target TEXT,
   response TEXT,
   sid INTEGER,
-  key TEXT);
+  key TEXT,
+  korder INTEGER);
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks(state, (due >> 28));
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
 CREATE TABLE IF NOT EXISTS schedules(
@@ -99,20 +101,30 @@ CREATE TABLE IF NOT EXISTS locks(
   token INTEGER NOT NULL,
   owner TEXT NOT NULL,
   expires INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 6), ('next_token', 1);
+CREATE TABLE IF NOT EXISTS key_cursors(
+  qid INTEGER NOT NULL,
+  key TEXT NOT NULL,
+  korder INTEGER NOT NULL,
+  prio INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  PRIMARY KEY(qid, key)) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 7), ('next_token', 1);
 )sql";
 
 // The indexes of keyed tasks (store.h), created after any migration added
-// `key`. Both are partial: an unkeyed task never touches them, and a keyed
-// one leaves tasks_key when it is first claimed.
+// their columns. Both are partial: an unkeyed task never touches them.
+// tasks_korder holds a keyed task from enqueue to purge, by its key order
+// (`korder`: the due it waits to start at), which claims and acknowledgements
+// never change: so they never write to it. A commit that claims the heads of
+// a hundred keys would otherwise rewrite a hundred index leaves, one per key.
 constexpr const char* kKeyIndexes = R"sql(
-CREATE INDEX IF NOT EXISTS tasks_key ON tasks(qid, key, due, prio)
-  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;
+CREATE INDEX IF NOT EXISTS tasks_korder ON tasks(qid, key, korder, prio)
+  WHERE key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tasks_key_retry ON tasks(qid)
   WHERE key IS NOT NULL AND state = 0 AND attempt > 0;
 )sql";
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 
 // Schema 1 -> 2: queue settings, paused flag and counts; task targets. The
 // columns are added in the order kSchema declares them, so a migrated database
@@ -174,6 +186,19 @@ ALTER TABLE queues ADD COLUMN key_in_flight INTEGER;
 ALTER TABLE queues ADD COLUMN key_pending INTEGER;
 ALTER TABLE tasks ADD COLUMN key TEXT;
 UPDATE meta SET v=6 WHERE k='schema';
+)sql";
+
+// Schema 6 -> 7: the key order column, its index (replacing tasks_key, which
+// held only tasks waiting to start, so every claim wrote to it) and the key
+// cursors (kSchema creates the table). A started task's korder only has to be
+// set; the order among them does not matter.
+constexpr const char* kMigrateFrom6 = R"sql(
+ALTER TABLE tasks ADD COLUMN korder INTEGER;
+DROP INDEX IF EXISTS tasks_key;
+UPDATE tasks SET korder = CASE WHEN state = 0 AND attempt = 0 THEN due
+                               ELSE coalesce(run_at, due, 0) END
+  WHERE key IS NOT NULL;
+UPDATE meta SET v=7 WHERE k='schema';
 )sql";
 
 // Rows per batched claim or acknowledgement statement ("seq IN (...)"); unused
@@ -475,7 +500,11 @@ class SqliteStore final : public Store {
       s = Exec(writer_, kMigrateFrom4);
       version = 5;
     }
-    if (s.ok() && version == 5) s = Exec(writer_, kMigrateFrom5);
+    if (s.ok() && version == 5) {
+      s = Exec(writer_, kMigrateFrom5);
+      version = 6;
+    }
+    if (s.ok() && version == 6) s = Exec(writer_, kMigrateFrom6);
     if (s.ok()) s = Exec(writer_, "COMMIT");
     if (!s.ok()) Exec(writer_, "ROLLBACK").IgnoreError();
     return s;
@@ -581,7 +610,10 @@ class SqliteStore final : public Store {
     BindAll(s, r);
     const int rc = s.Step();
     s.Reset();
-    if (rc == SQLITE_DONE) return true;
+    if (rc == SQLITE_DONE) {
+      if (r.key) CHRONOQ_RETURN_IF_ERROR(LowerKeyCursor(r.seq));
+      return true;
+    }
     if (sqlite3_extended_errcode(writer_) == SQLITE_CONSTRAINT_UNIQUE) return false;
     return SqlError(writer_, "insert task");
   }
@@ -589,10 +621,19 @@ class SqliteStore final : public Store {
   Status Overwrite(const TaskRow& r) override {
     Stmt& s = w_.overwrite.Reset();
     BindAll(s, r);
-    return s.Run("overwrite task");
+    CHRONOQ_RETURN_IF_ERROR(s.Run("overwrite task"));
+    return r.key ? LowerKeyCursor(r.seq) : Status();
   }
 
-  Status Delete(int64_t seq) override { return w_.remove.Reset().Bind(1, seq).Run("delete task"); }
+  Status Delete(int64_t seq) override {
+    using Gone = std::pair<int64_t, std::optional<std::string>>;
+    CHRONOQ_ASSIGN_OR_RETURN(
+        std::optional<Gone> gone,
+        (QueryOne<Gone>(w_.remove.Reset().Bind(1, seq), writer_, "delete task",
+                        [](const Stmt& st) { return Gone(st.Int(0), st.OptText(1)); })));
+    if (gone && gone->second) return DropKeyCursor(gone->first, *gone->second);
+    return {};
+  }
 
   Result<std::optional<TaskRow>> FindBySeq(int64_t seq) override {
     return QueryOne<TaskRow>(w_.by_seq.Reset().Bind(1, seq), writer_, "find task",
@@ -631,7 +672,8 @@ class SqliteStore final : public Store {
     s.Bind(1, t.seq).Bind(2, static_cast<int64_t>(t.state)).Bind(3, t.due).Bind(4, t.last_error);
     if (t.attempt.has_value()) s.Bind(5, static_cast<int64_t>(*t.attempt));
     s.Bind(6, t.now);
-    return s.Run("update task");
+    CHRONOQ_RETURN_IF_ERROR(s.Run("update task"));
+    return t.state == TaskState::kScheduled ? LowerKeyCursor(t.seq) : Status();
   }
 
   Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
@@ -680,21 +722,46 @@ class SqliteStore final : public Store {
   }
 
   Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
-                                          const std::optional<DueEntry>& after) override {
-    Stmt& s = w_.key_head.Reset().Bind(1, qid).Bind(2, key);
-    if (after) {
-      s.Bind(3, after->due).Bind(4, static_cast<int64_t>(after->priority)).Bind(5, after->seq);
-    } else {
-      s.Bind(3, std::numeric_limits<int64_t>::min()).Bind(4, int64_t{0}).Bind(5, int64_t{0});
+                                          const std::optional<KeyPosition>& after) override {
+    CHRONOQ_ASSIGN_OR_RETURN(const KeyPosition from, KeySearchStart(qid, key, after));
+    for (Stmt* s : {&w_.key_head_same, &w_.key_head_next}) {
+      BindKeySearch(s->Reset(), qid, key, from);
+      CHRONOQ_ASSIGN_OR_RETURN(std::optional<DueEntry> head,
+                               QueryOne<DueEntry>(*s, writer_, "key head", DueEntryOf));
+      if (head) return head;
     }
-    return QueryOne<DueEntry>(s, writer_, "key head", DueEntryOf);
+    return std::optional<DueEntry>();
   }
-  Result<int64_t> CountKeyPending(int64_t qid, const std::string& key) override {
-    CHRONOQ_ASSIGN_OR_RETURN(
-        std::optional<int64_t> n,
-        (QueryOne<int64_t>(w_.key_pending.Reset().Bind(1, qid).Bind(2, key), writer_,
-                           "count key backlog", [](const Stmt& st) { return st.Int(0); })));
-    return n.value_or(0);
+  Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
+                                  const std::optional<KeyPosition>& after) override {
+    CHRONOQ_ASSIGN_OR_RETURN(const KeyPosition from, KeySearchStart(qid, key, after));
+    int64_t total = 0;
+    for (Stmt* s : {&w_.key_pending_same, &w_.key_pending_next}) {
+      BindKeySearch(s->Reset(), qid, key, from);
+      CHRONOQ_ASSIGN_OR_RETURN(std::optional<int64_t> n,
+                               (QueryOne<int64_t>(*s, writer_, "count key backlog",
+                                                  [](const Stmt& st) { return st.Int(0); })));
+      total += n.value_or(0);
+    }
+    return total;
+  }
+  Status SaveKeyCursor(int64_t qid, const std::string& key, const KeyPosition& at) override {
+    CHRONOQ_ASSIGN_OR_RETURN(std::optional<KeyPosition> saved, SavedKeyCursor(qid, key));
+    if (saved && !(*saved < at)) return {};  // never backwards
+    // Never past a task waiting to start: the first one after the saved
+    // cursor bounds the new one. (Few tasks lie between: those started since
+    // the cursor was saved last.)
+    KeyPosition to = at;
+    CHRONOQ_ASSIGN_OR_RETURN(std::optional<DueEntry> head, KeyHead(qid, key, saved));
+    if (head) to = std::min(to, KeyPosition::Before(head->due, head->priority, head->seq));
+    if (saved && !(*saved < to)) return {};
+    return w_.key_cursor_save.Reset()
+        .Bind(1, qid)
+        .Bind(2, key)
+        .Bind(3, to.at)
+        .Bind(4, static_cast<int64_t>(to.priority))
+        .Bind(5, to.seq)
+        .Run("save key cursor");
   }
   Result<std::vector<std::pair<int64_t, std::string>>> LoadKeyRetries() override {
     std::vector<std::pair<int64_t, std::string>> out;
@@ -718,12 +785,14 @@ class SqliteStore final : public Store {
 
   Result<Purged> PurgeFinished(Timestamp before, int limit) override {
     Purged out;
+    std::set<std::pair<int64_t, std::string>> keys;
     Stmt& s = w_.purge.Reset().Bind(1, before).Bind(2, limit).Bind(3, DueBucket(before));
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
       ++out.rows;
       const int64_t qid = s.Int(0);
       const auto state = static_cast<TaskState>(s.Int(1));
+      if (std::optional<std::string> key = s.OptText(2)) keys.emplace(qid, std::move(*key));
       // A chunk is usually of one or two queues: a linear search is enough.
       auto it = std::find_if(out.by_queue.begin(), out.by_queue.end(), [&](const Purged::Count& c) {
         return c.qid == qid && c.state == state;
@@ -736,7 +805,37 @@ class SqliteStore final : public Store {
     }
     s.Reset();
     if (rc != SQLITE_DONE) return SqlError(writer_, "purge");
+    for (const auto& [qid, key] : keys) CHRONOQ_RETURN_IF_ERROR(DropKeyCursor(qid, key));
     return out;
+  }
+
+  // --- key cursors (store.h) ---
+  // Where a key's tasks waiting to start are searched from: after `after`,
+  // else after the saved cursor, else from the start.
+  Result<KeyPosition> KeySearchStart(int64_t qid, const std::string& key,
+                                     std::optional<KeyPosition> after) {
+    if (!after) {
+      CHRONOQ_ASSIGN_OR_RETURN(after, SavedKeyCursor(qid, key));
+    }
+    return after.value_or(KeyPosition{Timestamp::min(), std::numeric_limits<int>::min(), 0});
+  }
+  static void BindKeySearch(Stmt& s, int64_t qid, const std::string& key,
+                            const KeyPosition& after) {
+    s.Bind(1, qid).Bind(2, key).Bind(3, after.at);
+    s.Bind(4, static_cast<int64_t>(after.priority)).Bind(5, after.seq);
+  }
+  Result<std::optional<KeyPosition>> SavedKeyCursor(int64_t qid, const std::string& key) {
+    return QueryOne<KeyPosition>(w_.key_cursor.Reset().Bind(1, qid).Bind(2, key), writer_,
+                                 "read key cursor", [](const Stmt& st) {
+                                   return KeyPosition{Timestamp(Duration(st.Int(0))),
+                                                      static_cast<int>(st.Int(1)), st.Int(2)};
+                                 });
+  }
+  Status LowerKeyCursor(int64_t seq) {
+    return w_.key_cursor_lower.Reset().Bind(1, seq).Run("move key cursor back");
+  }
+  Status DropKeyCursor(int64_t qid, const std::string& key) {
+    return w_.key_cursor_drop.Reset().Bind(1, qid).Bind(2, key).Run("drop key cursor");
   }
 
   Result<std::optional<Timestamp>> NextPurgeDue() override {
@@ -1011,13 +1110,16 @@ class SqliteStore final : public Store {
          " n_dead=?6 WHERE qid=?1"},
         {&w_.insert,
          "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
-         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key)"
-         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)"},
+         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key, korder)"
+         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,"
+         " CASE WHEN ?18 IS NOT NULL THEN ?4 END)"},
         {&w_.overwrite,
          "UPDATE tasks SET qid=?2, state=?3, due=?4, prio=?5, attempt=?6, max_attempts=?7,"
          " payload=?8, name=?9, run_at=?10, token=?11, last_error=?12, updated=?13,"
-         " backoff_base=?14, backoff_cap=?15, target=?16, sid=?17, key=?18 WHERE seq=?1"},
-        {&w_.remove, "DELETE FROM tasks WHERE seq = ?1"},
+         " backoff_base=?14, backoff_cap=?15, target=?16, sid=?17, key=?18,"
+         " korder=CASE WHEN ?18 IS NULL THEN NULL WHEN ?3=0 AND ?6=0 THEN ?4 ELSE korder END"
+         " WHERE seq=?1"},
+        {&w_.remove, "DELETE FROM tasks WHERE seq = ?1 RETURNING qid, key"},
         {&w_.by_seq, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.seq = ?1"},
         {&w_.by_name, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.name = ?1"},
         {&w_.mark_running, mark_running_sql.c_str()},
@@ -1028,7 +1130,9 @@ class SqliteStore final : public Store {
          "UPDATE tasks SET state=?2,"
          " run_at=CASE WHEN ?2=0 THEN NULL WHEN state=0 THEN due ELSE run_at END,"
          " due=?3, last_error=coalesce(?4, last_error), attempt=coalesce(?5, attempt),"
-         " token=CASE WHEN ?2=1 THEN token ELSE NULL END, updated=?6 WHERE seq=?1"},
+         " token=CASE WHEN ?2=1 THEN token ELSE NULL END, updated=?6,"
+         " korder=CASE WHEN key IS NOT NULL AND ?2=0 AND coalesce(?5, attempt)=0 THEN ?3"
+         " ELSE korder END WHERE seq=?1"},
         {&w_.set_due, "UPDATE tasks SET due=?2, updated=?3 WHERE seq=?1"},
         {&w_.mark_succeeded, mark_succeeded_sql.c_str()},
         {&w_.set_payload, "UPDATE tasks SET payload=?2 WHERE seq=?1"},
@@ -1038,13 +1142,45 @@ class SqliteStore final : public Store {
          "SELECT seq, qid, due, prio, key, attempt FROM tasks WHERE state=0 AND " CHRONOQ_BUCKET
          " >= ?1 AND " CHRONOQ_BUCKET " < ?2 AND (" CHRONOQ_BUCKET " > ?1 OR seq > ?4)"
          " ORDER BY " CHRONOQ_BUCKET ", seq LIMIT ?3"},
-        {&w_.key_head,
-         "SELECT seq, qid, due, prio FROM tasks INDEXED BY tasks_key WHERE qid=?1 AND key=?2"
-         " AND state=0 AND attempt=0 AND (due, prio, seq) > (?3, ?4, ?5)"
-         " ORDER BY due, prio, seq LIMIT 1"},
-        {&w_.key_pending,
-         "SELECT count(*) FROM tasks INDEXED BY tasks_key WHERE qid=?1 AND key=?2"
-         " AND state=0 AND attempt=0"},
+        // A keyed task waits to start when scheduled with attempt 0; then
+        // korder = due. Searches after a position (korder, prio, seq) go in
+        // two steps, the same (korder, prio) with a greater seq, then a
+        // greater (korder, prio): SQLite seeks on each, but a row value over
+        // all three only seeks on (korder, prio) (seq is the rowid) and
+        // would step over every task of the key sharing them.
+        {&w_.key_head_same,
+         "SELECT seq, qid, due, prio FROM tasks INDEXED BY tasks_korder WHERE qid=?1 AND key=?2"
+         " AND korder=?3 AND prio=?4 AND seq>?5 AND state=0 AND attempt=0 ORDER BY seq LIMIT 1"},
+        {&w_.key_head_next,
+         "SELECT seq, qid, due, prio FROM tasks INDEXED BY tasks_korder WHERE qid=?1 AND key=?2"
+         " AND (korder, prio) > (?3, ?4) AND state=0 AND attempt=0"
+         " ORDER BY korder, prio, seq LIMIT 1"},
+        {&w_.key_pending_same,
+         "SELECT count(*) FROM tasks INDEXED BY tasks_korder WHERE qid=?1 AND key=?2"
+         " AND korder=?3 AND prio=?4 AND seq>?5 AND state=0 AND attempt=0"},
+        {&w_.key_pending_next,
+         "SELECT count(*) FROM tasks INDEXED BY tasks_korder WHERE qid=?1 AND key=?2"
+         " AND (korder, prio) > (?3, ?4) AND state=0 AND attempt=0"},
+        {&w_.key_cursor, "SELECT korder, prio, seq FROM key_cursors WHERE qid=?1 AND key=?2"},
+        {&w_.key_cursor_save,
+         "INSERT INTO key_cursors(qid, key, korder, prio, seq) VALUES(?1,?2,?3,?4,?5)"
+         " ON CONFLICT(qid, key) DO UPDATE SET korder=excluded.korder, prio=excluded.prio,"
+         " seq=excluded.seq"},
+        // Task ?1 waits to start: the cursor of its key moves back to just
+        // before it, unless it is before it already.
+        {&w_.key_cursor_lower,
+         "UPDATE key_cursors SET korder=t.korder, prio=t.prio, seq=t.seq - 1"
+         " FROM (SELECT qid, key, korder, prio, seq FROM tasks"
+         "       WHERE seq=?1 AND key IS NOT NULL AND state=0 AND attempt=0) AS t"
+         " WHERE key_cursors.qid=t.qid AND key_cursors.key=t.key"
+         " AND (key_cursors.korder, key_cursors.prio, key_cursors.seq) >= (t.korder, t.prio, "
+         "t.seq)"},
+        // A cursor with no task of its key at or before it says nothing.
+        {&w_.key_cursor_drop,
+         "DELETE FROM key_cursors WHERE qid=?1 AND key=?2 AND NOT EXISTS("
+         " SELECT 1 FROM tasks INDEXED BY tasks_korder WHERE tasks.qid=?1 AND tasks.key=?2"
+         " AND (tasks.korder, tasks.prio, tasks.seq)"
+         " <= (key_cursors.korder, key_cursors.prio, key_cursors.seq))"},
         {&w_.key_retries,
          "SELECT qid, key FROM tasks INDEXED BY tasks_key_retry"
          " WHERE key IS NOT NULL AND state=0 AND attempt>0"},
@@ -1054,7 +1190,7 @@ class SqliteStore final : public Store {
         {&w_.load_running, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.state=1"},
         {&w_.purge,
          "DELETE FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE state IN (2,3) "
-         "AND " CHRONOQ_BUCKET " <= ?3 AND due <= ?1 LIMIT ?2) RETURNING qid, state"},
+         "AND " CHRONOQ_BUCKET " <= ?3 AND due <= ?1 LIMIT ?2) RETURNING qid, state, key"},
         {&w_.schedule_insert,
          "INSERT INTO schedules(name, qid, spec, paused, current_seq, cursor, next_at, claimed_at,"
          " runs, skipped, last_task, last_for, last_state, last_finished, last_error, created,"
@@ -1095,7 +1231,8 @@ class SqliteStore final : public Store {
     Stmt insert, overwrite, remove, by_seq, by_name, mark_running, read_claimed, move, set_due,
         mark_succeeded, set_payload, set_response, save_token;
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
-    Stmt key_head, key_pending, key_retries;
+    Stmt key_head_same, key_head_next, key_pending_same, key_pending_next, key_retries, key_cursor,
+        key_cursor_save, key_cursor_lower, key_cursor_drop;
     Stmt schedule_insert, schedule_save, schedule_delete, schedule_by_sid, schedule_by_name,
         schedules_due, schedules_list;
     Stmt lock_save, lock_delete, locks;
