@@ -115,6 +115,7 @@ Status Core::Reload() {
   queued_heads_.clear();
   keys_.clear();
   pending_.clear();
+  cursor_saves_.clear();
   // Held locks come back from the store; waiters stay queued, and keys that
   // turn out free are handed to them by the next TimedWork.
   lock_leases_.clear();
@@ -884,6 +885,7 @@ Status Core::Refill(Timestamp now) {
 }
 
 Status Core::BeforeCommit() {
+  CHRONOQ_RETURN_IF_ERROR(FlushKeyCursors());
   for (int64_t qid : dirty_queues_) {
     QueueState* q = QueueById(qid);
     if (q == nullptr) continue;

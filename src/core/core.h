@@ -283,14 +283,19 @@ class Core {
   struct KeyState {
     int in_flight = 0;                // started, unfinished: running, or scheduled to retry
     std::optional<Window::Key> head;  // at its real due
+    // The tasks waiting to start right after the head, farthest first: read
+    // with it, and exactly the next ones (arrivals and departures keep them
+    // so). With ahead_complete they are all of them, else only the first.
+    std::vector<Window::Key> ahead;
+    bool ahead_complete = false;
     // The head's entry in the window while the key has room: due at the
     // later of its due and its key's turn (when the key's previous task was
     // claimed or finished), which rotates claims among busy keys.
     std::optional<Window::Key> queued;
-    // Before every task of the key that waits to start: where a search for
-    // the head starts. Unset: from the cursor saved in the store.
+    // Before every task of the key that waits to start: where a read of the
+    // index starts. Unset: from the cursor saved in the store.
     std::optional<KeyPosition> cursor;
-    int takes_unsaved = 0;  // heads taken since the cursor was last saved
+    int takes_unsaved = 0;  // heads taken since the cursor was last queued to save
   };
   using Keys = std::map<KeyId, KeyState>;
   Status LoadKeys();
@@ -298,16 +303,25 @@ class Core {
   // Queues the head in the window if the key has room.
   void Offer(Keys::iterator it, Timestamp turn);
   void Withdraw(Keys::iterator it);
-  // Re-reads the key's head from the store (the first after its cursor) and
-  // offers it at `turn`; may forget the key (`it` is then invalid).
+  // Re-reads the key's head and the tasks after it from the store (after
+  // its cursor) and offers the head at `turn`; may forget the key (`it` is
+  // then invalid).
   Status RefetchHead(Keys::iterator it, Timestamp turn);
-  // Moves the key's cursor back to just before `at`, unless it is before.
-  static void CursorBefore(KeyState& k, const Window::Key& at);
-  // Saves the key's cursor to the store, if heads were taken since the last.
-  Status SaveCursor(Keys::iterator it);
-  // Forgets a key that holds no place and has no loaded head, saving its
-  // cursor first.
-  Status MaybeForget(Keys::iterator it);
+  // The head is gone (claimed, cancelled, moved): the next one becomes the
+  // head, read from the store if need be. May forget the key.
+  Status NextHead(Keys::iterator it, Timestamp turn);
+  // Makes the nearest task of `ahead` (if any) the head. May forget the key.
+  Status PromoteAhead(Keys::iterator it, Timestamp turn);
+  // A task waiting behind the head: kept in `ahead` if it falls among them.
+  static void AddAhead(KeyState& k, const Window::Key& at);
+  // A task of key `id` waits to start at `at`: the key's cursor (`k`, when
+  // in memory) and its queued save move back to just before it if past it.
+  void CursorBefore(const KeyId& id, KeyState* k, const Window::Key& at);
+  // Queues a save of the key's cursor at `at`, done at the end of the cycle.
+  void QueueCursorSave(Keys::iterator it, const KeyPosition& at);
+  // Forgets a key that holds no place and has no loaded head, queueing a
+  // save of its cursor.
+  void MaybeForget(Keys::iterator it);
   // A task of the key is waiting to start at `at` (enqueued, retried by
   // hand, rescheduled, refilled).
   Status KeyedArrived(int64_t qid, const std::string& key, const Window::Key& at);
@@ -331,6 +345,8 @@ class Core {
   Status AdmitKeyed(const QueueState& q, const std::string& key, std::string_view field);
   // Adjusts the cached count of the key's tasks waiting to start, if cached.
   void NotePending(int64_t qid, const std::string& key, int64_t delta);
+  // Saves the queued key cursors (BeforeCommit).
+  Status FlushKeyCursors();
 
   // --- keyed locks (core/locks.cc) ---
   struct LockState {
@@ -397,6 +413,8 @@ class Core {
   // Tasks waiting to start per key, for queues with max_pending_per_key:
   // counted from the store on first use, then kept; a key at 0 is forgotten.
   std::map<KeyId, int64_t> pending_;
+  // Key cursors to save before the commit (keys.cc), by key.
+  std::map<KeyId, KeyPosition> cursor_saves_;
   // A lower bound of the earliest due of a scheduled row beyond the horizon
   // (its bucket's start); nothing when there is none.
   std::optional<Timestamp> beyond_;

@@ -6,14 +6,21 @@
 // The head alone is put in the window, and only while the key has room, so a
 // key with a million waiting tasks costs one window entry and a blocked key
 // costs none. When the head is claimed (or a place frees) the next head is
-// read from the index and queued at `turn` = now: behind every task already
-// due, which is what rotates claims among keys.
+// queued at `turn` = now: behind every task already due, which is what
+// rotates claims among keys.
 //
-// The index keeps a key's tasks after they start (store.h), so each search
+// The next head comes from `ahead`: the few tasks that wait right after the
+// head, read with it (kReadAhead), kept exact as tasks arrive and leave, and
+// read again once used up. So a busy key costs one index read per
+// 1 + kReadAhead claims of it.
+//
+// The index keeps a key's tasks after they start (store.h), so each read
 // starts from the key's cursor: in memory, the head taken last (or just
-// before a task that arrived earlier than that); saved to the store every
-// kCursorSaveEvery heads and when the key is forgotten, for searches after a
-// restart.
+// before a task that arrived earlier than that). For reads after a restart
+// it is saved to the store every kCursorSaveEvery heads and when the key is
+// forgotten, at the end of the cycle (FlushKeyCursors): then every task that
+// this cycle made wait to start has arrived (a save queued before an
+// arrival is moved back by it), so the saved place is before all of them.
 #include <algorithm>
 #include <vector>
 
@@ -22,10 +29,14 @@
 namespace chronoq {
 namespace {
 
-// A search from the saved cursor steps over at most this many started tasks.
+// Tasks read past the head.
+constexpr int kReadAhead = 8;
+// A read from the saved cursor steps over at most about this many started
+// tasks.
 constexpr int kCursorSaveEvery = 64;
 
 KeyPosition PositionOf(const Window::Key& k) { return {k.due, k.priority, k.seq}; }
+KeyPosition Before(const Window::Key& k) { return KeyPosition::Before(k.due, k.priority, k.seq); }
 
 }  // namespace
 
@@ -41,11 +52,6 @@ Status Core::LoadKeys() {
     it = next;
   }
   return {};
-}
-
-void Core::CursorBefore(KeyState& k, const Window::Key& at) {
-  const KeyPosition before = KeyPosition::Before(at.due, at.priority, at.seq);
-  if (!k.cursor || before < *k.cursor) k.cursor = before;
 }
 
 int Core::KeyLimit(int64_t qid) const {
@@ -71,41 +77,102 @@ void Core::Withdraw(Keys::iterator it) {
 }
 
 Status Core::RefetchHead(Keys::iterator it, Timestamp turn) {
-  Withdraw(it);
-  CHRONOQ_ASSIGN_OR_RETURN(std::optional<DueEntry> head,
-                           store_.KeyHead(it->first.first, it->first.second, it->second.cursor));
-  it->second.head.reset();
-  if (head) it->second.head = Window::Key{head->due, head->priority, head->seq};
-  Offer(it, turn);
-  return MaybeForget(it);
+  KeyState& k = it->second;
+  CHRONOQ_ASSIGN_OR_RETURN(
+      std::vector<DueEntry> rows,
+      store_.KeyHeads(it->first.first, it->first.second, k.cursor, 1 + kReadAhead));
+  k.ahead.clear();
+  for (auto row = rows.rbegin(); row != rows.rend(); ++row) {
+    k.ahead.push_back(Window::Key{row->due, row->priority, row->seq});
+  }
+  k.ahead_complete = rows.size() < 1 + kReadAhead;
+  return PromoteAhead(it, turn);
 }
 
-Status Core::SaveCursor(Keys::iterator it) {
+Status Core::NextHead(Keys::iterator it, Timestamp turn) {
+  const KeyState& k = it->second;
+  if (k.ahead.empty() && !k.ahead_complete) return RefetchHead(it, turn);
+  return PromoteAhead(it, turn);
+}
+
+Status Core::PromoteAhead(Keys::iterator it, Timestamp turn) {
+  Withdraw(it);
   KeyState& k = it->second;
-  if (k.takes_unsaved == 0 || !k.cursor) return {};
-  CHRONOQ_RETURN_IF_ERROR(store_.SaveKeyCursor(it->first.first, it->first.second, *k.cursor));
-  k.takes_unsaved = 0;
+  k.head.reset();
+  if (!k.ahead.empty()) {
+    k.head = k.ahead.back();
+    k.ahead.pop_back();
+  }
+  Offer(it, turn);
+  MaybeForget(it);
   return {};
 }
 
-Status Core::MaybeForget(Keys::iterator it) {
+void Core::AddAhead(KeyState& k, const Window::Key& at) {
+  auto& ahead = k.ahead;  // farthest first
+  const bool inside = !ahead.empty() && at < ahead.front();
+  if (!inside && !k.ahead_complete) return;  // beyond what is known
+  auto pos =
+      std::find_if(ahead.begin(), ahead.end(), [&](const Window::Key& a) { return !(at < a); });
+  if (pos != ahead.end() && *pos == at) return;  // known already (a refill)
+  ahead.insert(pos, at);
+  if (static_cast<int>(ahead.size()) > kReadAhead) {
+    ahead.erase(ahead.begin());
+    k.ahead_complete = false;
+  }
+}
+
+void Core::CursorBefore(const KeyId& id, KeyState* k, const Window::Key& at) {
+  const KeyPosition before = Before(at);
+  if (k != nullptr && (!k->cursor || before < *k->cursor)) k->cursor = before;
+  if (auto save = cursor_saves_.find(id); save != cursor_saves_.end()) {
+    save->second = std::min(save->second, before);
+  }
+}
+
+void Core::QueueCursorSave(Keys::iterator it, const KeyPosition& at) {
+  auto [save, fresh] = cursor_saves_.try_emplace(it->first, at);
+  if (!fresh) save->second = std::max(save->second, at);
+  it->second.takes_unsaved = 0;
+}
+
+Status Core::FlushKeyCursors() {
+  for (const auto& [id, at] : cursor_saves_) {
+    CHRONOQ_RETURN_IF_ERROR(store_.SaveKeyCursor(id.first, id.second, at));
+  }
+  cursor_saves_.clear();
+  return {};
+}
+
+void Core::MaybeForget(Keys::iterator it) {
   const KeyState& k = it->second;
-  if (k.in_flight > 0 || (k.head && Loaded(k.head->due))) return {};
+  if (k.in_flight > 0 || (k.head && Loaded(k.head->due))) return;
   // Its head (if any) lies beyond what is loaded: a refill finds it again.
-  CHRONOQ_RETURN_IF_ERROR(SaveCursor(it));
+  if (k.takes_unsaved > 0 && k.cursor) QueueCursorSave(it, *k.cursor);
   Withdraw(it);
   keys_.erase(it);
-  return {};
 }
 
 Status Core::KeyedArrived(int64_t qid, const std::string& key, const Window::Key& at) {
   auto it = keys_.find({qid, key});
+  CursorBefore(KeyId(qid, key), it == keys_.end() ? nullptr : &it->second, at);
   if (it != keys_.end()) {
     KeyState& k = it->second;
-    if (k.head && !(at < *k.head)) return {};  // behind the head: the index has it
+    if (k.head && at == *k.head) return {};  // known already (a refill)
+    if (k.head && *k.head < at) {
+      AddAhead(k, at);
+      return {};
+    }
+    // The new head; the old one is next.
     Withdraw(it);
+    if (k.head) {
+      k.ahead.push_back(*k.head);
+      if (static_cast<int>(k.ahead.size()) > kReadAhead) {
+        k.ahead.erase(k.ahead.begin());
+        k.ahead_complete = false;
+      }
+    }
     k.head = at;
-    CursorBefore(k, at);
     Offer(it, Timestamp::min());
     return {};
   }
@@ -114,7 +181,7 @@ Status Core::KeyedArrived(int64_t qid, const std::string& key, const Window::Key
     // horizon but this task: it is the head.
     it = keys_.try_emplace({qid, key}).first;
     it->second.head = at;
-    CursorBefore(it->second, at);
+    it->second.cursor = Before(at);
     Offer(it, Timestamp::min());
     return {};
   }
@@ -129,8 +196,13 @@ Status Core::KeyedArrived(int64_t qid, const std::string& key, const Window::Key
 
 Status Core::KeyedLeft(int64_t qid, const std::string& key, int64_t seq) {
   auto it = keys_.find({qid, key});
-  if (it == keys_.end() || !it->second.head || it->second.head->seq != seq) return {};
-  return RefetchHead(it, Timestamp::min());
+  if (it == keys_.end() || !it->second.head) return {};
+  KeyState& k = it->second;
+  if (k.head->seq == seq) return NextHead(it, Timestamp::min());
+  auto gone = std::find_if(k.ahead.begin(), k.ahead.end(),
+                           [&](const Window::Key& a) { return a.seq == seq; });
+  if (gone != k.ahead.end()) k.ahead.erase(gone);  // the rest are still the next ones
+  return {};
 }
 
 Result<std::optional<Core::Keys::iterator>> Core::TakeHead(const Window::Key& entry,
@@ -140,24 +212,25 @@ Result<std::optional<Core::Keys::iterator>> Core::TakeHead(const Window::Key& en
   const Keys::iterator it = h->second;
   queued_heads_.erase(h);
   KeyState& k = it->second;
-  const std::optional<KeyPosition> cursor = k.cursor;
   // The claim popped its window entry already.
   k.queued.reset();
   ++k.in_flight;
   NotePending(it->first.first, it->first.second, -1);
+  // The cursor as it was lies before every task waiting to start, whether
+  // or not this claim's statement succeeds: that is the one to save.
+  if (++k.takes_unsaved >= kCursorSaveEvery && k.cursor) QueueCursorSave(it, *k.cursor);
+  const std::optional<KeyPosition> cursor = k.cursor;
+  const Window::Key taken = *k.head;
   // The taken head is still scheduled in the store until the claim's
   // statement runs: the next head is the first after it. in_flight > 0, so
-  // the key stays. (A cursor saved now stops just before the taken head:
-  // the store sees it waiting still.)
-  k.cursor = PositionOf(*k.head);
-  Status s;
-  if (++k.takes_unsaved >= kCursorSaveEvery) s = SaveCursor(it);
-  if (s.ok()) s = RefetchHead(it, now);
-  if (!s.ok()) {
+  // the key stays.
+  k.cursor = PositionOf(taken);
+  if (Status s = NextHead(it, now); !s.ok()) {
     // The store failed before the head changed: the key is as it was.
     --k.in_flight;
     NotePending(it->first.first, it->first.second, 1);
     k.cursor = cursor;
+    k.head = taken;
     Offer(it, Timestamp::min());
     return s;
   }
@@ -167,7 +240,7 @@ Result<std::optional<Core::Keys::iterator>> Core::TakeHead(const Window::Key& en
 Status Core::UntakeHeads(const std::vector<Keys::iterator>& taken) {
   // The heads are still scheduled: give their places back, then read each
   // key's head again (once per key: it may be forgotten), from the saved
-  // cursor, which the store kept before them.
+  // cursor, which lies before them.
   std::vector<Keys::iterator> keys;
   for (Keys::iterator it : taken) {
     --it->second.in_flight;
@@ -184,7 +257,8 @@ Status Core::KeyReleased(int64_t qid, const std::string& key, Timestamp now) {
   if (it == keys_.end()) return Status::Internal("key " + key + " released but not held");
   it->second.in_flight = std::max(0, it->second.in_flight - 1);
   Offer(it, now);
-  return MaybeForget(it);
+  MaybeForget(it);
+  return {};
 }
 
 void Core::ReofferKeys(int64_t qid, Timestamp now) {

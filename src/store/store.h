@@ -197,23 +197,25 @@ class Store {
   // the index alone, so the tasks that started or finished stay in it.
   // Searches therefore start from a place known to be before every task of
   // the key that waits to start: `after` when given, else the key's saved
-  // cursor, which the store keeps true: a task that waits to start at or
-  // before it (enqueued, rescheduled, replaced, retried by hand) moves it
-  // back, SaveKeyCursor never moves it past one, and it is dropped once no
-  // task of its key lies at or before it (purge, delete).
+  // cursor. A task that comes to wait to start at or before the saved cursor
+  // (enqueued, rescheduled, replaced, retried by hand) moves it back in the
+  // same write, and it is dropped once no task of its key lies at or before
+  // it (purge, delete); SaveKeyCursor must never be given a place past a
+  // task that waits to start.
   //
-  // The first task of `key` in queue `qid` waiting to start after `after`
-  // (else after the saved cursor).
-  virtual Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
-                                                  const std::optional<KeyPosition>& after) = 0;
+  // The first `limit` tasks of `key` in queue `qid` waiting to start after
+  // `after` (else after the saved cursor), in order.
+  virtual Result<std::vector<DueEntry>> KeyHeads(int64_t qid, const std::string& key,
+                                                 const std::optional<KeyPosition>& after,
+                                                 int limit) = 0;
   // How many tasks of `key` in queue `qid` wait to start after `after` (else
   // after the saved cursor).
   virtual Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
                                           const std::optional<KeyPosition>& after) = 0;
-  // Moves the key's saved cursor forward to `at`, or to just before its first
-  // task waiting to start if that comes first; never backwards. The engine
-  // saves where its claims got to now and then, so that a search without
-  // `after` (after a restart) skips the tasks that started before.
+  // Moves the key's saved cursor forward to `at` (never backwards), which
+  // must lie before every task of the key waiting to start. The engine saves
+  // where its claims got to now and then, so that a search without `after`
+  // (after a restart) skips the tasks that started before.
   virtual Status SaveKeyCursor(int64_t qid, const std::string& key, const KeyPosition& at) = 0;
   // The queue and key of each keyed task waiting to retry (scheduled,
   // attempt > 0), one pair per task (few: they are failures in backoff).

@@ -58,6 +58,37 @@ class EngineKeyTest : public EngineFixture {
     engine_.reset();
     Open();
   }
+  // Enqueues task `id` of key `key` due at `run_at`.
+  void AddAt(const std::string& key, const std::string& id, Timestamp run_at,
+             OnConflict on_conflict = OnConflict::kReject) {
+    TaskSpec spec = Keyed(key, id);
+    spec.delay.reset();
+    spec.run_at = run_at;
+    spec.on_conflict = on_conflict;
+    Result<Task> t = engine_->Enqueue(spec);
+    ASSERT_TRUE(t.ok()) << id << ": " << t.status().ToString();
+  }
+  // Claims one at a time, acknowledging each, until nothing is due; returns
+  // the ids in the order claimed.
+  std::vector<std::string> DrainOneByOne() {
+    std::vector<std::string> order;
+    for (;;) {
+      std::vector<Lease> got = ClaimAll();
+      if (got.empty()) return order;
+      EXPECT_EQ(got.size(), 1u);
+      order.push_back(got.front().id);
+      AckAll(got);
+    }
+  }
+  // Tasks waiting to start that lie at or before their key's saved cursor,
+  // where a read from the cursor would never find them: must be none.
+  int64_t HiddenByCursors() {
+    return std::stoll(test::QueryText(
+        Options().path,
+        "SELECT count(*) FROM tasks t JOIN key_cursors c ON t.qid = c.qid AND t.key = c.key"
+        " WHERE t.state = 0 AND t.attempt = 0"
+        " AND (t.korder, t.prio, t.seq) <= (c.korder, c.prio, c.seq)"));
+  }
 };
 
 TEST_F(EngineKeyTest, OneTaskOfAKeyRunsAtATimeInEnqueueOrder) {
@@ -392,6 +423,46 @@ TEST_F(EngineKeyTest, AKeysCursorIsSavedAndServesAfterARestart) {
   engine_->Sync();
   // Drained and forgotten: the cursor was saved at the last head taken.
   EXPECT_EQ(saved(), seq_of("t149"));
+}
+
+// The tasks read ahead of a key's head stay exactly its next ones as tasks
+// arrive among them, before them and after them, and leave.
+TEST_F(EngineKeyTest, TasksReadAheadStayInLineAsTasksComeAndGo) {
+  const Timestamp base = clock_.Now() - 100s;
+  for (int i = 0; i < 20; ++i) AddAt("k", "t" + std::to_string(i), base + i * 1s);
+  std::vector<Lease> got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"t0"});
+  AckAll(got);  // t1 is the head now, t2..t9 read ahead of it
+  ASSERT_TRUE(engine_->Cancel("t3").ok());
+  AddAt("k", "mid", base + 4500ms);                                       // between t4 and t5
+  ASSERT_TRUE(engine_->Reschedule("t6", base + 30s, std::nullopt).ok());  // to the back
+  AddAt("k", "early", base - 1s);                                         // ahead of everything
+  AddAt("k", "t8", base + 40s, OnConflict::kReplace);                     // to the back, after t6
+  EXPECT_EQ(DrainOneByOne(),
+            (std::vector<std::string>{"early", "t1",  "t2",  "t4",  "mid", "t5",  "t7",
+                                      "t9",    "t10", "t11", "t12", "t13", "t14", "t15",
+                                      "t16",   "t17", "t18", "t19", "t6",  "t8"}));
+  engine_->Sync();
+  EXPECT_EQ(HiddenByCursors(), 0);
+}
+
+// A key forgotten in the middle of an operation whose task then arrives
+// before the key's cursor: the cursor saved at the end of the cycle is
+// before it, so a read after a restart finds it.
+TEST_F(EngineKeyTest, ACursorSavedAsAKeyIsForgottenStaysBeforeItsTasks) {
+  const Timestamp base = clock_.Now() - 10s;
+  AddAt("k", "k0", base);
+  AddAt("k", "k1", base + 5s);
+  std::vector<Lease> got = ClaimAll();
+  ASSERT_EQ(Ids(got), std::vector<std::string>{"k0"});
+  AckAll(got);  // the cursor is at k0 now, k1 is the head
+  // Replacing k1 takes the key's head away (nothing left: the key is
+  // forgotten and its cursor queued to save) and then puts it back, before
+  // the cursor.
+  AddAt("k", "k1", base - 5s, OnConflict::kReplace);
+  engine_->Sync();
+  EXPECT_EQ(HiddenByCursors(), 0);
+  EXPECT_EQ(DrainOneByOne(), std::vector<std::string>{"k1"});
 }
 
 // A window smaller than one key's backlog: the refill reads on past rows it

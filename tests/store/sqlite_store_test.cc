@@ -688,17 +688,31 @@ TEST_F(SqliteStoreTest, KeyedTasksWaitingToStartAreFoundByKeyInOrder) {
   std::vector<int64_t> counts;  // waiting after each position
   std::optional<KeyPosition> after;
   for (;;) {
-    Result<std::optional<DueEntry>> head = store_->KeyHead(q, "k", after);
+    Result<std::vector<DueEntry>> head = store_->KeyHeads(q, "k", after, 1);
     ASSERT_TRUE(head.ok()) << head.status().ToString();
     Result<int64_t> count = store_->CountKeyPending(q, "k", after);
     ASSERT_TRUE(count.ok()) << count.status().ToString();
     counts.push_back(*count);
-    if (!head->has_value()) break;
-    order.push_back((*head)->seq);
-    after = KeyPosition{(*head)->due, (*head)->priority, (*head)->seq};
+    if (head->empty()) break;
+    const DueEntry& h = head->front();
+    order.push_back(h.seq);
+    after = KeyPosition{h.due, h.priority, h.seq};
   }
   EXPECT_EQ(order, (std::vector<int64_t>{4, 2, 3, 1}));
   EXPECT_EQ(counts, (std::vector<int64_t>{4, 3, 2, 1, 0}));
+  // Several at once: the same order, across equal and greater (due, priority).
+  auto seqs = [&](const std::optional<KeyPosition>& from, int limit) {
+    std::vector<int64_t> out;
+    Result<std::vector<DueEntry>> rows = store_->KeyHeads(q, "k", from, limit);
+    EXPECT_TRUE(rows.ok()) << rows.status().ToString();
+    if (rows.ok()) {
+      for (const DueEntry& e : *rows) out.push_back(e.seq);
+    }
+    return out;
+  };
+  EXPECT_EQ(seqs(std::nullopt, 10), (std::vector<int64_t>{4, 2, 3, 1}));
+  EXPECT_EQ(seqs(std::nullopt, 2), (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(seqs(KeyPosition{kBase + seconds(10), 0, 2}, 2), (std::vector<int64_t>{3, 1}));
   EXPECT_EQ(*store_->CountKeyPending(q, "other", std::nullopt), 1);
   EXPECT_EQ(*store_->CountKeyPending(q + 1, "k", std::nullopt), 0);
   Result<std::vector<std::pair<int64_t, std::string>>> retries = store_->LoadKeyRetries();
@@ -720,8 +734,9 @@ TEST_F(SqliteStoreTest, KeyedTasksWaitingToStartAreFoundByKeyInOrder) {
   EXPECT_EQ((*rest)[0].seq, 6);
 }
 
-// The saved cursor of a key (store.h): never past a task waiting to start,
-// moved back by one that arrives before it, dropped when nothing lies before.
+// The saved cursor of a key (store.h): where reads start; never backwards,
+// moved back by a task that comes to wait before it, dropped when nothing
+// lies before it.
 TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
   const int64_t q = Queue("q");
   auto keyed = [&](int64_t seq, Timestamp due) {
@@ -735,13 +750,14 @@ TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
                      "SELECT seq FROM key_cursors WHERE qid=" + std::to_string(q) + " AND key='k'");
   };
   auto head = [&]() -> int64_t {
-    Result<std::optional<DueEntry>> h = store_->KeyHead(q, "k", std::nullopt);
+    Result<std::vector<DueEntry>> h = store_->KeyHeads(q, "k", std::nullopt, 1);
     EXPECT_TRUE(h.ok()) << h.status().ToString();
-    return h.ok() && h->has_value() ? (*h)->seq : 0;
+    return h.ok() && !h->empty() ? h->front().seq : 0;
   };
-  auto save = [&](int64_t seq) {
+  // Only ever at a task that started (as the engine does).
+  auto save = [&](int64_t seq, Timestamp at = kBase) {
     ASSERT_TRUE(store_->Begin().ok());
-    ASSERT_TRUE(store_->SaveKeyCursor(q, "k", KeyPosition{kBase, 0, seq}).ok());
+    ASSERT_TRUE(store_->SaveKeyCursor(q, "k", KeyPosition{at, 0, seq}).ok());
     ASSERT_TRUE(store_->Commit().ok());
   };
   auto start = [&](std::vector<int64_t> seqs) {
@@ -749,12 +765,10 @@ TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
     ASSERT_TRUE(store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow).ok());
     ASSERT_TRUE(store_->Commit().ok());
   };
-  EXPECT_EQ(saved(), "");  // none yet: searches start at the beginning
+  EXPECT_EQ(saved(), "");  // none yet: reads start at the beginning
   start({1, 2});
   EXPECT_EQ(head(), 3);
-
-  // Asked to go to task 4 while 3 waits: it stops just before 3.
-  save(4);
+  save(2);
   EXPECT_EQ(saved(), "2");
   EXPECT_EQ(head(), 3);
   EXPECT_EQ(*store_->CountKeyPending(q, "k", std::nullopt), 3);
@@ -770,7 +784,8 @@ TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
   EXPECT_EQ(saved(), "5");  // just before seq 6, at its earlier due
   EXPECT_EQ(head(), 6);
   start({6});
-  save(6);
+  save(6, kBase - seconds(1));
+  EXPECT_EQ(saved(), "6");
   // ... and so does a task rescheduled to wait earlier, or retried by hand.
   ASSERT_TRUE(store_->Begin().ok());
   ASSERT_TRUE(store_->Move({5, TaskState::kScheduled, kBase - seconds(5), {}, 0, kNow}).ok());
@@ -1355,10 +1370,10 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   keyed.seq = 3;
   keyed.key = "customer:1";
   EXPECT_TRUE((*store)->Insert(keyed).ok());
-  Result<std::optional<DueEntry>> head = (*store)->KeyHead(keyed.qid, "customer:1", std::nullopt);
+  Result<std::vector<DueEntry>> head = (*store)->KeyHeads(keyed.qid, "customer:1", std::nullopt, 1);
   ASSERT_TRUE(head.ok()) << head.status().ToString();
-  ASSERT_TRUE(head->has_value());
-  EXPECT_EQ((*head)->seq, 3);
+  ASSERT_EQ(head->size(), 1u);
+  EXPECT_EQ(head->front().seq, 3);
   ASSERT_TRUE((*store)->Commit().ok());
   EXPECT_EQ((*(*store)->ReadBySeq(1))->row.response, "HTTP 200");
   EXPECT_EQ((*(*store)->ReadBySeq(1))->row.sid, std::nullopt);
@@ -1401,15 +1416,16 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
   EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "7");
   EXPECT_EQ(QueryText(path, "SELECT count(*) FROM sqlite_master WHERE name='tasks_key'"), "0");
   // The waiting tasks are in line by their due; the started one is not.
-  Result<std::optional<DueEntry>> head = (*store)->KeyHead(qid, "k", std::nullopt);
+  Result<std::vector<DueEntry>> head = (*store)->KeyHeads(qid, "k", std::nullopt, 5);
   ASSERT_TRUE(head.ok()) << head.status().ToString();
-  ASSERT_TRUE(head->has_value());
-  EXPECT_EQ((*head)->seq, 2);
+  ASSERT_EQ(head->size(), 2u);
+  EXPECT_EQ((*head)[0].seq, 2);
+  EXPECT_EQ((*head)[1].seq, 1);
   EXPECT_EQ(*(*store)->CountKeyPending(qid, "k", std::nullopt), 2);
   ASSERT_TRUE((*store)->Begin().ok());
-  EXPECT_TRUE((*store)->SaveKeyCursor(qid, "k", KeyPosition{kBase + seconds(8), 0, 2}).ok());
+  EXPECT_TRUE((*store)->SaveKeyCursor(qid, "k", KeyPosition{kBase + seconds(7), 0, 3}).ok());
   ASSERT_TRUE((*store)->Commit().ok());
-  EXPECT_EQ(QueryText(path, "SELECT seq FROM key_cursors"), "1");  // just before task 2
+  EXPECT_EQ(QueryText(path, "SELECT seq FROM key_cursors"), "3");
   store->reset();
 }
 

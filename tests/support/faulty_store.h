@@ -72,9 +72,10 @@ class FaultyStore final : public Store {
   Status SaveLock(const LockRow& row) override { return inner_->SaveLock(row); }
   Status DeleteLock(const std::string& key) override { return inner_->DeleteLock(key); }
   Result<std::vector<LockRow>> LoadLocks() override { return inner_->LoadLocks(); }
-  Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
-                                          const std::optional<KeyPosition>& after) override {
-    return inner_->KeyHead(qid, key, after);
+  Result<std::vector<DueEntry>> KeyHeads(int64_t qid, const std::string& key,
+                                         const std::optional<KeyPosition>& after,
+                                         int limit) override {
+    return inner_->KeyHeads(qid, key, after, limit);
   }
   Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
                                   const std::optional<KeyPosition>& after) override {

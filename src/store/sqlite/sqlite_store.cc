@@ -721,16 +721,21 @@ class SqliteStore final : public Store {
                              [](const Stmt& s) { return s.Int(0); });
   }
 
-  Result<std::optional<DueEntry>> KeyHead(int64_t qid, const std::string& key,
-                                          const std::optional<KeyPosition>& after) override {
+  Result<std::vector<DueEntry>> KeyHeads(int64_t qid, const std::string& key,
+                                         const std::optional<KeyPosition>& after,
+                                         int limit) override {
     CHRONOQ_ASSIGN_OR_RETURN(const KeyPosition from, KeySearchStart(qid, key, after));
+    std::vector<DueEntry> out;
     for (Stmt* s : {&w_.key_head_same, &w_.key_head_next}) {
+      if (static_cast<int>(out.size()) >= limit) break;
       BindKeySearch(s->Reset(), qid, key, from);
-      CHRONOQ_ASSIGN_OR_RETURN(std::optional<DueEntry> head,
-                               QueryOne<DueEntry>(*s, writer_, "key head", DueEntryOf));
-      if (head) return head;
+      s->Bind(6, static_cast<int64_t>(limit) - static_cast<int64_t>(out.size()));
+      int rc;
+      while ((rc = s->Step()) == SQLITE_ROW) out.push_back(DueEntryOf(*s));
+      s->Reset();
+      if (rc != SQLITE_DONE) return SqlError(writer_, "key heads");
     }
-    return std::optional<DueEntry>();
+    return out;
   }
   Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
                                   const std::optional<KeyPosition>& after) override {
@@ -748,19 +753,12 @@ class SqliteStore final : public Store {
   Status SaveKeyCursor(int64_t qid, const std::string& key, const KeyPosition& at) override {
     CHRONOQ_ASSIGN_OR_RETURN(std::optional<KeyPosition> saved, SavedKeyCursor(qid, key));
     if (saved && !(*saved < at)) return {};  // never backwards
-    // Never past a task waiting to start: the first one after the saved
-    // cursor bounds the new one. (Few tasks lie between: those started since
-    // the cursor was saved last.)
-    KeyPosition to = at;
-    CHRONOQ_ASSIGN_OR_RETURN(std::optional<DueEntry> head, KeyHead(qid, key, saved));
-    if (head) to = std::min(to, KeyPosition::Before(head->due, head->priority, head->seq));
-    if (saved && !(*saved < to)) return {};
     return w_.key_cursor_save.Reset()
         .Bind(1, qid)
         .Bind(2, key)
-        .Bind(3, to.at)
-        .Bind(4, static_cast<int64_t>(to.priority))
-        .Bind(5, to.seq)
+        .Bind(3, at.at)
+        .Bind(4, static_cast<int64_t>(at.priority))
+        .Bind(5, at.seq)
         .Run("save key cursor");
   }
   Result<std::vector<std::pair<int64_t, std::string>>> LoadKeyRetries() override {
@@ -1150,11 +1148,11 @@ class SqliteStore final : public Store {
         // would step over every task of the key sharing them.
         {&w_.key_head_same,
          "SELECT seq, qid, due, prio FROM tasks INDEXED BY tasks_korder WHERE qid=?1 AND key=?2"
-         " AND korder=?3 AND prio=?4 AND seq>?5 AND state=0 AND attempt=0 ORDER BY seq LIMIT 1"},
+         " AND korder=?3 AND prio=?4 AND seq>?5 AND state=0 AND attempt=0 ORDER BY seq LIMIT ?6"},
         {&w_.key_head_next,
          "SELECT seq, qid, due, prio FROM tasks INDEXED BY tasks_korder WHERE qid=?1 AND key=?2"
          " AND (korder, prio) > (?3, ?4) AND state=0 AND attempt=0"
-         " ORDER BY korder, prio, seq LIMIT 1"},
+         " ORDER BY korder, prio, seq LIMIT ?6"},
         {&w_.key_pending_same,
          "SELECT count(*) FROM tasks INDEXED BY tasks_korder WHERE qid=?1 AND key=?2"
          " AND korder=?3 AND prio=?4 AND seq>?5 AND state=0 AND attempt=0"},
