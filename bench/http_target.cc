@@ -449,27 +449,41 @@ void Claim(Connection& c, const std::string& path, const std::string& body,
   LeaseScanner(r.body, c.what()).Scan(out);
 }
 
+// Appends `"acks":[{"id":..,"token":..},...]` for `leases` (generated ids
+// need no escapes).
+void AppendAcks(std::string& out, const std::vector<LeaseRef>& leases) {
+  out += "\"acks\":[";
+  for (size_t i = 0; i < leases.size(); ++i) {
+    if (i > 0) out += ',';
+    out.append("{\"id\":\"").append(leases[i].id).append("\",\"token\":");
+    out.append(std::to_string(leases[i].token)).append("}");
+  }
+  out += ']';
+}
+
+// Throws unless the ack results in `body` from `from` on (POST /v1/acks,
+// or a claim's "acks") count `n` successes.
+void CheckAcked(std::string_view body, size_t from, size_t n, const std::string& what) {
+  // Generated ids hold no quotes, so these markers occur only as results.
+  size_t oks = 0;
+  for (size_t at = body.find("\"ok\":true", from); at != std::string_view::npos;
+       at = body.find("\"ok\":true", at + 9)) {
+    ++oks;
+  }
+  if (oks != n) {
+    throw BenchError(what + ": " + std::to_string(n - oks) + " of " + std::to_string(n) +
+                     " acks failed: " + Excerpt(body));
+  }
+}
+
 // Acknowledges `leases` with one POST /v1/acks; throws unless every ack
 // succeeded. `body` is scratch space reused across calls.
 void AckAll(Connection& c, const std::vector<LeaseRef>& leases, std::string& body) {
-  body.assign("{\"acks\":[");
-  for (size_t i = 0; i < leases.size(); ++i) {
-    if (i > 0) body += ',';
-    body.append("{\"id\":\"").append(leases[i].id).append("\",\"token\":");
-    body.append(std::to_string(leases[i].token)).append("}");
-  }
-  body.append("]}");
+  body.assign("{");
+  AppendAcks(body, leases);
+  body += '}';
   const Connection::Response r = c.Expect2xx("POST", "/v1/acks", body);
-  // Generated ids hold no quotes, so these markers occur only as results.
-  size_t oks = 0;
-  for (size_t at = r.body.find("\"ok\":true"); at != std::string_view::npos;
-       at = r.body.find("\"ok\":true", at + 9)) {
-    ++oks;
-  }
-  if (oks != leases.size()) {
-    throw BenchError("POST /v1/acks: " + std::to_string(leases.size() - oks) + " of " +
-                     std::to_string(leases.size()) + " acks failed: " + Excerpt(r.body));
-  }
+  CheckAcked(r.body, 0, leases.size(), "POST /v1/acks");
 }
 
 // The counts of `queue` ({"scheduled":..,"running":..,"succeeded":..,...}).
@@ -892,17 +906,15 @@ struct Drained {
   int64_t claimed = 0;
 };
 
-// Drains the n tasks due in `queue`: one worker per
-// connection claims `batch` at a time, calls on_claim(leases) (from several
-// threads) and acknowledges the claim with one POST /v1/acks; then checks that
-// all n succeeded.
+// Drains the n tasks due in `queue`: one worker per connection claims
+// `batch` at a time and calls on_claim(leases) (from several threads); each
+// claim after the first acknowledges the one before (its "acks"), and the
+// last claim is acknowledged with one POST /v1/acks. Then checks that all n
+// succeeded.
 Drained Drain(std::vector<std::unique_ptr<Connection>>& c, const std::string& queue, int batch,
               int64_t n, const std::string& label,
               const std::function<void(const std::vector<LeaseRef>&)>& on_claim) {
   const std::string claim_path = "/v1/queues/" + cli::PercentEncode(queue) + "/claim";
-  const std::string claim_body = ClaimBody(batch, 0);
-  // After an empty answer while tasks are left: wait instead of spinning.
-  const std::string claim_wait_body = ClaimBody(batch, 200);
   std::atomic<int64_t> claimed{0}, empty_claims{0};
   std::atomic<SteadyClock::rep> first_claim{
       SteadyClock::time_point::max().time_since_epoch().count()};
@@ -913,13 +925,27 @@ Drained Drain(std::vector<std::unique_ptr<Connection>>& c, const std::string& qu
   RunTogether(static_cast<int>(c.size()), stop, [&](int t) {
     Connection& conn = *c[static_cast<size_t>(t)];
     std::vector<LeaseRef> leases;
-    std::string ack_body;
+    std::string acks;  // `"acks":[...]` of the last claim, until sent
+    size_t unacked = 0;
+    std::string body;
     bool waited = false;
     while (claimed.load() < n && !stop.load(std::memory_order_relaxed)) {
       if (SteadyClock::now() > limit) throw BenchError(label + ": tasks left at the time limit");
+      // After an empty answer while tasks are left: wait instead of spinning.
+      body = ClaimBody(batch, waited ? 200 : 0);
+      if (unacked > 0) {
+        body.back() = ',';
+        body.append(acks).append("}");
+      }
       leases.clear();
       StoreMin(first_claim, SteadyClock::now());
-      Claim(conn, claim_path, waited ? claim_wait_body : claim_body, leases);
+      const Connection::Response r = conn.Expect2xx("POST", claim_path, body);
+      if (unacked > 0) {
+        CheckAcked(r.body, r.body.rfind("\"acks\":"), unacked, "POST " + claim_path);
+        StoreMax(last_ack, SteadyClock::now());
+        unacked = 0;
+      }
+      LeaseScanner(r.body, conn.what()).Scan(leases);
       if (leases.empty()) {
         empty_claims.fetch_add(1);
         waited = true;
@@ -928,7 +954,13 @@ Drained Drain(std::vector<std::unique_ptr<Connection>>& c, const std::string& qu
       waited = false;
       on_claim(leases);
       claimed.fetch_add(static_cast<int64_t>(leases.size()));
-      AckAll(conn, leases, ack_body);
+      acks.clear();
+      AppendAcks(acks, leases);
+      unacked = leases.size();
+    }
+    if (unacked > 0) {
+      body = "{" + acks + "}";
+      CheckAcked(conn.Expect2xx("POST", "/v1/acks", body).body, 0, unacked, "POST /v1/acks");
       StoreMax(last_ack, SteadyClock::now());
     }
   });

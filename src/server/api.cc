@@ -1,6 +1,8 @@
 #include "server/api.h"
 
 #include <charconv>
+#include <memory>
+#include <mutex>
 
 #include "chronoq/time.h"
 
@@ -17,6 +19,61 @@ ApiResponse JsonResponse(int status, std::string body) {
   r.status = status;
   r.body = std::move(body);
   return r;
+}
+
+// Reads the optional array `acks` ([{id, token}], 1 to 10,000 entries).
+Status ReadAcks(ObjectReader& r, std::vector<AckRequest>& out) {
+  const Json* acks = nullptr;
+  Status s = r.Array("acks", acks);
+  if (!s.ok() || acks == nullptr) return s;
+  if (acks->empty()) return Status::InvalidArgument("acks", "must not be empty");
+  if (acks->size() > kMaxBatchTasks) {
+    return Status::InvalidArgument("acks", "more than 10000 entries");
+  }
+  for (size_t i = 0; i < acks->size(); ++i) {
+    const std::string prefix = "acks[" + std::to_string(i) + "].";
+    if (!(*acks)[i].is_object()) {
+      return Status::InvalidArgument(prefix.substr(0, prefix.size() - 1), "must be an object");
+    }
+    ObjectReader a((*acks)[i], prefix);
+    std::optional<std::string> id;
+    AckRequest req;
+    s = a.Required("id");
+    if (s.ok()) s = a.String("id", id, kMaxIdBytes);
+    if (s.ok()) s = ReadToken(a, req.token);
+    if (s.ok()) s = a.Finish();
+    if (s.ok() && id->empty()) s = Status::InvalidArgument(a.Field("id"), "must be 1-200 bytes");
+    if (!s.ok()) return s;
+    req.id = std::move(*id);
+    out.push_back(std::move(req));
+  }
+  return {};
+}
+
+std::vector<std::string> AckIds(const std::vector<AckRequest>& acks) {
+  std::vector<std::string> ids;
+  ids.reserve(acks.size());
+  for (const AckRequest& a : acks) ids.push_back(a.id);
+  return ids;
+}
+
+// [{"id":..,"ok":true} or {"id":..,"ok":false,"error":{...}}, ...]
+void AppendAckResults(std::string& out, const std::vector<std::string>& ids,
+                      const std::vector<Status>& results) {
+  out += '[';
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i > 0) out += ',';
+    out += "{\"id\":";
+    AppendString(out, ids[i]);
+    if (results[i].ok()) {
+      out += ",\"ok\":true}";
+    } else {
+      out += ",\"ok\":false,";
+      const std::string error = ErrorBody(WireCodeOf(results[i]), results[i]);
+      out.append(error, 1, error.size() - 1);  // "error":{...}} without the outer '{'
+    }
+  }
+  out += ']';
 }
 
 Engine::Done<Task> ReplyTask(Respond respond) {
@@ -449,19 +506,71 @@ void Api::Claim(const std::string& queue, const std::string& body, const Respond
   ObjectReader r(*json);
   std::optional<int64_t> max;
   std::optional<Duration> lease, wait;
+  std::vector<AckRequest> acks;
   Status s = r.Int("max", max, 1, kMaxClaimBatch);
   if (s.ok()) s = r.Millis("lease_ms", lease, kMinLease, kMaxLease);
   if (s.ok()) s = r.Millis("wait_ms", wait, Duration::zero(), kMaxClaimWait);
+  if (s.ok()) s = ReadAcks(r, acks);
   if (s.ok()) s = r.Finish();
+  // Checked here too, so that a claim the engine would refuse at once never
+  // follows acknowledgements already sent.
+  if (s.ok()) s = ValidateQueueName(queue);
   if (!s.ok()) return respond(ErrorResponse(s));
-  engine_.ClaimAsync(
-      queue, static_cast<int>(max.value_or(1)), lease.value_or(milliseconds(30000)),
-      wait.value_or(Duration::zero()),
-      Reply<std::vector<Lease>>(respond, [](std::string& out, const std::vector<Lease>& leases) {
-        out += "{\"tasks\":";
-        AppendArray(out, leases, AppendLease);
-        out += '}';
-      }));
+  const int n = static_cast<int>(max.value_or(1));
+  const Duration lease_for = lease.value_or(milliseconds(30000));
+  const Duration wait_for = wait.value_or(Duration::zero());
+  if (acks.empty()) {
+    engine_.ClaimAsync(
+        queue, n, lease_for, wait_for,
+        Reply<std::vector<Lease>>(respond, [](std::string& out, const std::vector<Lease>& leases) {
+          out += "{\"tasks\":";
+          AppendArray(out, leases, AppendLease);
+          out += '}';
+        }));
+    return;
+  }
+  // The acknowledgements go to the loop first, so they usually commit in the
+  // same cycle as the claim, which may then take the tasks they free (the
+  // next of the same keys). The answer waits for both.
+  struct Joined {
+    std::mutex mu;
+    int left = 2;
+    std::vector<std::string> ids;
+    std::optional<Result<std::vector<Status>>> acked;
+    std::optional<Result<std::vector<Lease>>> claimed;
+  };
+  auto joined = std::make_shared<Joined>();
+  joined->ids = AckIds(acks);
+  auto done = [joined, respond] {
+    Joined& j = *joined;
+    if (!j.acked->ok()) return respond(ErrorResponse(j.acked->status()));
+    if (!j.claimed->ok()) return respond(ErrorResponse(j.claimed->status()));
+    ApiResponse out;
+    out.status = 200;
+    out.render = [joined](std::string& text) {
+      text += "{\"tasks\":";
+      AppendArray(text, **joined->claimed, AppendLease);
+      text += ",\"acks\":";
+      AppendAckResults(text, joined->ids, **joined->acked);
+      text += '}';
+    };
+    respond(std::move(out));
+  };
+  engine_.AckManyAsync(std::move(acks), [joined, done](Result<std::vector<Status>> acked) {
+    std::unique_lock lock(joined->mu);
+    joined->acked = std::move(acked);
+    if (--joined->left > 0) return;
+    lock.unlock();
+    done();
+  });
+  engine_.ClaimAsync(queue, n, lease_for, wait_for,
+                     [joined, done](Result<std::vector<Lease>> claimed) {
+                       std::unique_lock lock(joined->mu);
+                       joined->claimed = std::move(claimed);
+                       if (--joined->left > 0) return;
+                       lock.unlock();
+                       done();
+                     });
 }
 
 void Api::AckTask(const std::string& id, const std::string& body, const Respond& respond) {
@@ -482,55 +591,19 @@ void Api::AckMany(const std::string& body, const Respond& respond) {
   Result<Json> json = ParseBody(body);
   if (!json.ok()) return respond(ErrorResponse(json.status()));
   ObjectReader r(*json);
-  const Json* acks = nullptr;
-  Status s = r.Required("acks");
-  if (s.ok()) s = r.Array("acks", acks);
-  if (s.ok()) s = r.Finish();
-  if (s.ok() && acks->empty()) s = Status::InvalidArgument("acks", "must not be empty");
-  if (s.ok() && acks->size() > kMaxBatchTasks) {
-    s = Status::InvalidArgument("acks", "more than 10000 entries");
-  }
   std::vector<AckRequest> requests;
-  for (size_t i = 0; s.ok() && i < acks->size(); ++i) {
-    const std::string prefix = "acks[" + std::to_string(i) + "].";
-    if (!(*acks)[i].is_object()) {
-      s = Status::InvalidArgument(prefix.substr(0, prefix.size() - 1), "must be an object");
-      break;
-    }
-    ObjectReader a((*acks)[i], prefix);
-    std::optional<std::string> id;
-    AckRequest req;
-    s = a.Required("id");
-    if (s.ok()) s = a.String("id", id, kMaxIdBytes);
-    if (s.ok()) s = ReadToken(a, req.token);
-    if (s.ok()) s = a.Finish();
-    if (s.ok()) {
-      req.id = std::move(*id);
-      requests.push_back(std::move(req));
-    }
-  }
+  Status s = r.Required("acks");
+  if (s.ok()) s = ReadAcks(r, requests);
+  if (s.ok()) s = r.Finish();
   if (!s.ok()) return respond(ErrorResponse(s));
-  std::vector<std::string> ids;
-  ids.reserve(requests.size());
-  for (const AckRequest& a : requests) ids.push_back(a.id);
+  std::vector<std::string> ids = AckIds(requests);
   engine_.AckManyAsync(
       std::move(requests),
       Reply<std::vector<Status>>(
           respond, [ids = std::move(ids)](std::string& out, const std::vector<Status>& results) {
-            out += "{\"results\":[";
-            for (size_t i = 0; i < results.size(); ++i) {
-              if (i > 0) out += ',';
-              out += "{\"id\":";
-              AppendString(out, ids[i]);
-              if (results[i].ok()) {
-                out += ",\"ok\":true}";
-              } else {
-                out += ",\"ok\":false,";
-                const std::string error = ErrorBody(WireCodeOf(results[i]), results[i]);
-                out.append(error, 1, error.size() - 1);  // "error":{...}} without the outer '{'
-              }
-            }
-            out += "]}";
+            out += "{\"results\":";
+            AppendAckResults(out, ids, results);
+            out += '}';
           }));
 }
 

@@ -66,6 +66,24 @@ TEST_F(ApiKeysTest, TheKeyRoundTripsThroughEnqueueGetListAndClaim) {
   EXPECT_EQ(Json(Call("GET", "/v1/tasks/a"))["key"], "user:7");
 }
 
+// A claim that acknowledges a key's running task gets the key's next task
+// in the same answer: the acks run first.
+TEST_F(ApiKeysTest, AClaimThatAcknowledgesAKeysTaskGetsItsNext) {
+  Enqueue({{"queue", "q"}, {"id", "k1"}, {"key", "k"}});
+  Enqueue({{"queue", "q"}, {"id", "k2"}, {"key", "k"}});
+  json first = Json(Call("POST", "/v1/queues/q/claim", R"({"max":10})"))["tasks"];
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0]["id"], "k1");
+  ApiResponse r =
+      Call("POST", "/v1/queues/q/claim",
+           json({{"max", 10}, {"acks", {{{"id", "k1"}, {"token", first[0]["token"]}}}}}).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json answer = Json(r);
+  ASSERT_EQ(answer["tasks"].size(), 1u) << r.body;
+  EXPECT_EQ(answer["tasks"][0]["id"], "k2");
+  EXPECT_EQ(answer["acks"][0]["ok"], true);
+}
+
 TEST_F(ApiKeysTest, ATaskWithoutAKeyShowsNull) {
   // Absent, and null (which reads as absent), are both "no key".
   for (const json& body : {json{{"queue", "q"}}, json{{"queue", "q"}, {"key", nullptr}}}) {

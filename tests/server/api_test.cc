@@ -177,6 +177,61 @@ TEST_F(ApiTest, ClaimAckFailExtendWithTokens) {
   EXPECT_EQ(after["run_at"], FormatTime(clock_.Now() + 1s));
 }
 
+// A claim may acknowledge the tasks of the previous one: one request per
+// batch instead of two.
+TEST_F(ApiTest, AClaimAcknowledgesThePreviousClaimsTasks) {
+  const Task a = Add();
+  const Task b = Add();
+  const Task c = Add();
+  json leases = Json(Call("POST", "/v1/queues/q/claim", R"({"max":2})"))["tasks"];
+  ASSERT_EQ(leases.size(), 2u);
+  const uint64_t token = leases[0]["token"];
+  ApiResponse r = Call(
+      "POST", "/v1/queues/q/claim",
+      json({{"max", 5},
+            {"acks", {{{"id", a.id}, {"token", token}}, {{"id", b.id}, {"token", token + 1}}}}})
+          .dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json answer = Json(r);
+  ASSERT_EQ(answer["tasks"].size(), 1u);
+  EXPECT_EQ(answer["tasks"][0]["id"], c.id);
+  ASSERT_EQ(answer["acks"].size(), 2u);
+  EXPECT_EQ(answer["acks"][0], json({{"id", a.id}, {"ok", true}}));
+  EXPECT_EQ(answer["acks"][1]["ok"], false);
+  EXPECT_EQ(answer["acks"][1]["error"]["code"], "stale_token");
+  EXPECT_EQ(StateOf(a.id), TaskState::kSucceeded);
+  EXPECT_EQ(StateOf(b.id), TaskState::kRunning);
+
+  // Nothing left: the acks still go through, and the answer has no tasks.
+  const uint64_t c_token = answer["tasks"][0]["token"];
+  r = Call("POST", "/v1/queues/q/claim",
+           json({{"acks", {{{"id", c.id}, {"token", c_token}}}}}).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r)["tasks"].size(), 0u);
+  EXPECT_EQ(Json(r)["acks"][0]["ok"], true);
+  EXPECT_EQ(StateOf(c.id), TaskState::kSucceeded);
+
+  // Bad acks refuse the whole request: nothing is acknowledged or claimed.
+  const Task d = Add();
+  const std::vector<ErrorCase> cases = {
+      {"POST", "/v1/queues/q/claim", R"({"acks":[]})", 400, "invalid_argument", "acks"},
+      {"POST", "/v1/queues/q/claim", R"({"acks":{}})", 400, "invalid_argument", "acks"},
+      {"POST", "/v1/queues/q/claim", R"({"acks":[1]})", 400, "invalid_argument", "acks[0]"},
+      {"POST", "/v1/queues/q/claim", R"({"acks":[{"token":1}]})", 400, "invalid_argument",
+       "acks[0].id"},
+      {"POST", "/v1/queues/q/claim", R"({"acks":[{"id":"","token":1}]})", 400, "invalid_argument",
+       "acks[0].id"},
+      {"POST", "/v1/queues/q/claim", json({{"acks", {{{"id", b.id}}}}}).dump(), 400,
+       "invalid_argument", "acks[0].token"},
+      {"POST", "/v1/queues/bad%20name/claim",
+       json({{"acks", {{{"id", b.id}, {"token", token}}}}}).dump(), 400, "invalid_argument",
+       "queue"},
+  };
+  ExpectErrors(cases);
+  EXPECT_EQ(StateOf(b.id), TaskState::kRunning);
+  EXPECT_EQ(StateOf(d.id), TaskState::kScheduled);
+}
+
 TEST_F(ApiTest, AcksReportsPerTask) {
   const Task a = Add();
   const Task b = Add();
