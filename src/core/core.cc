@@ -79,7 +79,7 @@ Core::Core(Store& store, Clock& clock, const EngineOptions& options)
 Status Core::Recover() {
   CHRONOQ_ASSIGN_OR_RETURN(StoreMeta meta, store_.LoadMeta());
   seqs_ = SeqGenerator(meta.max_seq);
-  next_token_ = saved_token_ = meta.next_token;
+  next_token_ = token_ceiling_ = meta.next_token;
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<QueueRow> queues, store_.Queues());
   for (QueueRow& row : queues) {
     qids_[row.name] = row.qid;
@@ -893,9 +893,10 @@ Status Core::BeforeCommit() {
     CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueCounts(qid, q->counts));
   }
   dirty_queues_.clear();
-  if (next_token_ == saved_token_) return {};
-  CHRONOQ_RETURN_IF_ERROR(store_.SaveNextToken(next_token_));
-  saved_token_ = next_token_;
+  if (next_token_ <= token_ceiling_) return {};
+  const uint64_t ceiling = next_token_ + kTokenBlock;
+  CHRONOQ_RETURN_IF_ERROR(store_.SaveNextToken(ceiling));
+  token_ceiling_ = ceiling;
   return {};
 }
 

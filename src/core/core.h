@@ -395,8 +395,13 @@ class Core {
   const EngineOptions options_;
 
   SeqGenerator seqs_{0};
+  // Fencing tokens. The store holds a ceiling above every token handed out,
+  // raised by kTokenBlock only when the tokens reach it, so most commits
+  // that claim write no token; after a restart tokens go on from the
+  // ceiling, so they still only grow.
+  static constexpr uint64_t kTokenBlock = 4096;
   uint64_t next_token_ = 1;
-  uint64_t saved_token_ = 1;
+  uint64_t token_ceiling_ = 1;
   std::mt19937_64 rng_;
   std::unordered_map<std::string, int64_t> qids_;
   std::unordered_map<int64_t, QueueState> queues_;

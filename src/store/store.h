@@ -144,8 +144,9 @@ struct KeyPosition {
 };
 
 struct StoreMeta {
-  int64_t max_seq = 0;      // the largest seq ever used
-  uint64_t next_token = 1;  // the next fencing token to hand out
+  int64_t max_seq = 0;  // the largest seq ever used
+  uint64_t next_token =
+      1;  // above every fencing token handed out: the next to hand out after a restart
 };
 
 class Store {
