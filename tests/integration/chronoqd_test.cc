@@ -482,7 +482,9 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
     return static_cast<int>(done.size()) == kTotal;
   };
 
-  auto worker = [&] {
+  // Half the workers acknowledge with POST /v1/acks, half in their next
+  // claim (`acks`), so both paths meet the kill.
+  auto worker = [&](bool acks_ride) {
     std::string at;
     std::unique_ptr<HttpClient> c;
     // Sends until the server answers (it may be down and come back).
@@ -501,11 +503,34 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
         std::this_thread::yield();
       }
     };
+    auto record = [&](const json& results) {
+      for (const json& result : results) {
+        const std::string id = result["id"];
+        bool acked = result["ok"] == true;
+        if (!acked) {
+          // An earlier ack that a kill cut off may have committed.
+          const HttpResponse t = send("GET", "/v1/tasks/" + id, "");
+          acked = json::parse(t.body, nullptr, false)["state"] == "succeeded";
+        }
+        if (acked) {
+          std::lock_guard lock(done_mu);
+          done.insert(id);
+        }
+      }
+    };
+    json riding = json::array();  // acks for the next claim (acks_ride)
     while (!all_done()) {
-      HttpResponse r = send("POST", "/v1/queues/keyed/claim",
-                            json({{"max", 16}, {"lease_ms", 3000}, {"wait_ms", 100}}).dump());
+      json claim = {{"max", 16}, {"lease_ms", 3000}, {"wait_ms", 100}};
+      if (!riding.empty()) claim["acks"] = riding;
+      HttpResponse r = send("POST", "/v1/queues/keyed/claim", claim.dump());
       if (r.status != 200) continue;
-      json leases = json::parse(r.body, nullptr, false)["tasks"];
+      const json answer = json::parse(r.body, nullptr, false);
+      if (!riding.empty()) {
+        ASSERT_EQ(answer["acks"].size(), riding.size()) << r.body;
+        record(answer["acks"]);
+        riding = json::array();
+      }
+      json leases = answer["tasks"];
       json acks = json::array();
       for (const json& l : leases) {
         const int k = l["payload"]["k"], i = l["payload"]["i"];
@@ -538,29 +563,21 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
         ++retried;
       }
       if (acks.empty()) continue;
+      if (acks_ride) {
+        riding = std::move(acks);
+        continue;
+      }
       const HttpResponse a = send("POST", "/v1/acks", json({{"acks", acks}}).dump());
       ASSERT_EQ(a.status, 200) << a.body;
       const json results = json::parse(a.body, nullptr, false)["results"];
-      for (const json& result : results) {
-        const std::string id = result["id"];
-        bool acked = result["ok"] == true;
-        if (!acked) {
-          // An earlier ack that a kill cut off may have committed.
-          const HttpResponse t = send("GET", "/v1/tasks/" + id, "");
-          acked = json::parse(t.body, nullptr, false)["state"] == "succeeded";
-        }
-        if (acked) {
-          std::lock_guard lock(done_mu);
-          done.insert(id);
-        }
-      }
+      record(results);
     }
   };
   std::atomic<int> working{kWorkers};
   std::vector<std::thread> workers;
   for (int w = 0; w < kWorkers; ++w) {
-    workers.emplace_back([&] {
-      worker();
+    workers.emplace_back([&, w] {
+      worker(w % 2 == 1);
       --working;
     });
   }
