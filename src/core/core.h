@@ -315,7 +315,8 @@ class Core {
   // A task waiting behind the head: kept in `ahead` if it falls among them.
   static void AddAhead(KeyState& k, const Window::Key& at);
   // A task of key `id` waits to start at `at`: the key's cursor (`k`, when
-  // in memory) and its queued save move back to just before it if past it.
+  // in memory and set) and its queued save move back to just before it if
+  // past it.
   void CursorBefore(const KeyId& id, KeyState* k, const Window::Key& at);
   // Queues a save of the key's cursor at `at`, done at the end of the cycle.
   void QueueCursorSave(Keys::iterator it, const KeyPosition& at);

@@ -124,7 +124,9 @@ void Core::AddAhead(KeyState& k, const Window::Key& at) {
 
 void Core::CursorBefore(const KeyId& id, KeyState* k, const Window::Key& at) {
   const KeyPosition before = Before(at);
-  if (k != nullptr && (!k->cursor || before < *k->cursor)) k->cursor = before;
+  // An unset cursor stays unset: reads then start from the saved one, which
+  // the store moved back itself when it wrote the task.
+  if (k != nullptr && k->cursor && before < *k->cursor) k->cursor = before;
   if (auto save = cursor_saves_.find(id); save != cursor_saves_.end()) {
     save->second = std::min(save->second, before);
   }

@@ -446,6 +446,28 @@ TEST_F(EngineKeyTest, TasksReadAheadStayInLineAsTasksComeAndGo) {
   EXPECT_EQ(HiddenByCursors(), 0);
 }
 
+// A key read after a restart has no cursor in memory (its reads start from
+// the saved one): a task arriving behind its head must not give it one past
+// the tasks in between.
+TEST_F(EngineKeyTest, ATaskArrivingBehindTheHeadAfterARestartSkipsNothing) {
+  // Due in two hours: beyond what the window loads, so only the key's own
+  // read (at the restart, for t0's place) knows them.
+  const Timestamp base = clock_.Now() + 2h;
+  AddKeyed("k", "t0");
+  for (int i = 1; i <= 20; ++i) AddAt("k", "t" + std::to_string(i), base + i * 1s);
+  std::vector<Lease> running = ClaimAll();
+  ASSERT_EQ(Ids(running), std::vector<std::string>{"t0"});
+  Reopen();  // t0 still runs; t1 is the head, t2..t9 read ahead
+  AddAt("k", "late", base + 50s);
+  for (int i = 1; i <= 10; ++i) ASSERT_TRUE(engine_->Cancel("t" + std::to_string(i)).ok());
+  AckAll(running);
+  clock_.Advance(2h + 60s);
+  EXPECT_EQ(DrainOneByOne(), (std::vector<std::string>{"t11", "t12", "t13", "t14", "t15", "t16",
+                                                       "t17", "t18", "t19", "t20", "late"}));
+  engine_->Sync();
+  EXPECT_EQ(HiddenByCursors(), 0);
+}
+
 // A key forgotten in the middle of an operation whose task then arrives
 // before the key's cursor: the cursor saved at the end of the cycle is
 // before it, so a read after a restart finds it.
@@ -491,6 +513,30 @@ TEST_F(EngineKeyTest, ASmallWindowStillServesEveryKeyInOrder) {
 }
 
 using EngineKeyFailureTest = test::FaultyEngineFixture;
+
+// After a failed claim a key reads from the saved cursor (it has none in
+// memory); a task then arriving behind its head must not make the next read
+// start past the tasks in between.
+TEST_F(EngineKeyFailureTest, ATaskArrivingBehindTheHeadAfterAFailedClaimSkipsNothing) {
+  auto add = [&](const std::string& id, Duration delay) {
+    TaskSpec spec;
+    spec.queue = "q";
+    spec.key = "k";
+    spec.id = id;
+    spec.delay = delay;
+    ASSERT_TRUE(engine_->Enqueue(spec).ok()) << id;
+  };
+  for (int i = 1; i <= 20; ++i) add("h" + std::to_string(i), 0s);
+  store_->FailNextClaims(1);
+  EXPECT_FALSE(engine_->Claim("q", 10, 30s).ok());  // h1 is read again, h2..h9 ahead
+  add("late", 1s);
+  for (int i = 1; i <= 9; ++i) ASSERT_TRUE(engine_->Cancel("h" + std::to_string(i)).ok());
+  clock_.Advance(1s);
+  Result<std::vector<Lease>> got = engine_->Claim("q", 10, 30s);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].id, "h10");
+}
 
 TEST_F(EngineKeyFailureTest, AFailedClaimStatementOrCommitLosesNoKeyPlace) {
   for (const char* id : {"k1", "k2"}) {
