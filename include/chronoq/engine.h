@@ -167,12 +167,17 @@ class Engine {
   virtual Result<std::vector<QueueInfo>> ListQueues() = 0;
   // NotFound if the queue is unknown.
   virtual Result<QueueInfo> GetQueue(std::string_view queue) = 0;
-  // Merges `settings` into the queue's (unset fields unchanged), creating the
+  // Puts the `reset` fields of the queue's settings back to their defaults,
+  // then merges `settings` into them (unset fields unchanged), creating the
   // queue if new; returns the result. InvalidArgument names the field
   // ("concurrency", "max_attempts", "backoff.base", "backoff.cap",
-  // "retention"). A higher concurrency serves waiting claims at once.
-  virtual Result<QueueInfo> ConfigureQueue(std::string_view queue,
-                                           const QueueSettings& settings) = 0;
+  // "retention", or one both set and reset). A higher concurrency serves
+  // waiting claims at once.
+  virtual Result<QueueInfo> ConfigureQueue(std::string_view queue, const QueueSettings& settings,
+                                           const std::vector<QueueSetting>& reset) = 0;
+  Result<QueueInfo> ConfigureQueue(std::string_view queue, const QueueSettings& settings) {
+    return ConfigureQueue(queue, settings, {});
+  }
   // A paused queue hands out no tasks (claims wait or return empty as if
   // nothing were due) while its tasks still become due; resuming serves
   // waiting claims at once. Durable. Creates the queue if new.

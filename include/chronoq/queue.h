@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chronoq/clock.h"
@@ -69,6 +70,20 @@ struct QueueSettings {
   // with ResourceExhausted naming the key, and writes nothing.
   std::optional<int64_t> max_pending_per_key;
 };
+
+// One field of QueueSettings, to put back to its default (the engine's, or
+// none) with Engine::ConfigureQueue.
+enum class QueueSetting {
+  kConcurrency,
+  kMaxAttempts,
+  kBackoff,
+  kRetention,
+  kRateLimit,
+  kInFlightPerKey,
+  kPendingPerKey,
+};
+// Its QueueSettings member's name ("concurrency", "retention", ...).
+std::string_view QueueSettingName(QueueSetting setting);
 
 struct QueueInfo {
   std::string name;

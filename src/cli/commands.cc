@@ -10,6 +10,7 @@
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -484,6 +485,7 @@ struct Args {
   std::string backoff_cap;
   std::string retention;
   std::string rate_limit;
+  std::vector<std::string> reset;  // queue set --reset
   std::string cron;
   std::string tz = "UTC";
   std::string from;
@@ -1110,6 +1112,22 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
     CLI::Option* rate_limit = cmd->add_option("--rate-limit", a.rate_limit,
                                               "At most N claims per sliding period, e.g. 100/1s")
                                   ->type_name("N/DUR");
+    // --reset names a setting as its flag does; the body names it as the API.
+    static const std::map<std::string, std::string> kResettable = {
+        {"concurrency", "concurrency"},
+        {"max-in-flight", "concurrency"},
+        {"max-in-flight-per-key", "max_in_flight_per_key"},
+        {"max-pending-per-key", "max_pending_per_key"},
+        {"max-attempts", "max_attempts"},
+        {"backoff", "backoff"},
+        {"retention", "retention_ms"},
+        {"rate-limit", "rate_limit"}};
+    cmd->add_option("--reset", a.reset,
+                    "Put a setting back to its default (repeatable): concurrency, max-in-flight, "
+                    "max-in-flight-per-key, max-pending-per-key, max-attempts, backoff, "
+                    "retention, rate-limit")
+        ->type_name("SETTING")
+        ->check(CLI::IsMember(kResettable));
     add(cmd, [=, &a](Session& s) {
       const CliIo& io = s.io();
       json body = json::object();
@@ -1142,6 +1160,13 @@ std::vector<Command> AddCommands(CLI::App& app, Args& a) {
         CHRONOQ_CLI_ASSIGN_OR_USAGE(body["rate_limit"]["period_ms"],
                                     ParseMillis(a.rate_limit.substr(slash + 1), "--rate-limit"),
                                     io);
+      }
+      for (const std::string& name : a.reset) {
+        const std::string& field = kResettable.at(name);
+        if (body.contains(field) && !body[field].is_null()) {
+          return Usage(io, Status::InvalidArgument("--reset", name + " is also given a value"));
+        }
+        body[field] = nullptr;
       }
       if (body.empty()) {
         return Usage(io, Status::InvalidArgument("queue set", "nothing to change"));

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/backoff.h"
+#include "core/validate.h"
 
 namespace chronoq {
 namespace {
@@ -722,9 +723,13 @@ Result<QueueInfo> Core::GetQueue(const std::string& name) const {
   return Info(queues_.at(it->second), clock_.Now());
 }
 
-Result<QueueInfo> Core::ConfigureQueue(const std::string& name, const QueueSettings& settings) {
+Result<QueueInfo> Core::ConfigureQueue(const std::string& name, const QueueSettings& settings,
+                                       const std::vector<QueueSetting>& reset) {
   CHRONOQ_ASSIGN_OR_RETURN(QueueState * q, QueueOf(name));
   QueueSettings merged = q->settings;
+  for (QueueSetting field : reset) {
+    WithQueueSetting(merged, field, [](auto& value) { value.reset(); });
+  }
   if (settings.concurrency) merged.concurrency = settings.concurrency;
   if (settings.max_attempts) merged.max_attempts = settings.max_attempts;
   if (settings.backoff) merged.backoff = settings.backoff;

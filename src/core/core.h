@@ -183,7 +183,8 @@ class Core {
   std::vector<QueueInfo> ListQueues() const;
   Result<QueueInfo> GetQueue(const std::string& name) const;
   // REQUIRES: ValidateQueueSettings(settings).ok()
-  Result<QueueInfo> ConfigureQueue(const std::string& name, const QueueSettings& settings);
+  Result<QueueInfo> ConfigureQueue(const std::string& name, const QueueSettings& settings,
+                                   const std::vector<QueueSetting>& reset);
   Result<QueueInfo> PauseQueue(const std::string& name, bool paused);
 
   // Parks `op` until its queue has a due task or its deadline passes.

@@ -696,12 +696,12 @@ Result<QueueInfo> EngineImpl::GetQueue(std::string_view queue) {
   return Call<QueueInfo>([name = std::string(queue)](Core& core) { return core.GetQueue(name); });
 }
 
-Result<QueueInfo> EngineImpl::ConfigureQueue(std::string_view queue,
-                                             const QueueSettings& settings) {
+Result<QueueInfo> EngineImpl::ConfigureQueue(std::string_view queue, const QueueSettings& settings,
+                                             const std::vector<QueueSetting>& reset) {
   CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  CHRONOQ_RETURN_IF_ERROR(ValidateQueueSettings(settings));
-  return Call<QueueInfo>([name = std::string(queue), settings](Core& core) {
-    return core.ConfigureQueue(name, settings);
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueSettings(settings, reset));
+  return Call<QueueInfo>([name = std::string(queue), settings, reset](Core& core) {
+    return core.ConfigureQueue(name, settings, reset);
   });
 }
 

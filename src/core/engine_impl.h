@@ -57,7 +57,9 @@ class EngineImpl final : public Engine {
                               BatchHandler handler) override;
   Result<std::vector<QueueInfo>> ListQueues() override;
   Result<QueueInfo> GetQueue(std::string_view queue) override;
-  Result<QueueInfo> ConfigureQueue(std::string_view queue, const QueueSettings& settings) override;
+  using Engine::ConfigureQueue;
+  Result<QueueInfo> ConfigureQueue(std::string_view queue, const QueueSettings& settings,
+                                   const std::vector<QueueSetting>& reset) override;
   Result<QueueInfo> PauseQueue(std::string_view queue, bool paused) override;
   Result<Schedule> CreateSchedule(const ScheduleSpec& spec) override;
   Result<Schedule> PutSchedule(const ScheduleSpec& spec) override;

@@ -207,7 +207,12 @@ Status ValidateTarget(const WebhookTarget& target, std::string_view field) {
   return {};
 }
 
-Status ValidateQueueSettings(const QueueSettings& s) {
+Status ValidateQueueSettings(const QueueSettings& s, const std::vector<QueueSetting>& reset) {
+  for (QueueSetting field : reset) {
+    if (WithQueueSetting(s, field, [](const auto& value) { return value.has_value(); })) {
+      return Status::InvalidArgument(QueueSettingName(field), "is both given and reset");
+    }
+  }
   if (s.concurrency && (*s.concurrency < 1 || *s.concurrency > kMaxQueueConcurrency)) {
     return Status::InvalidArgument("concurrency", "must be between 1 and 100000");
   }

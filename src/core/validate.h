@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chronoq/queue.h"
 #include "chronoq/task.h"
@@ -50,7 +51,32 @@ Status ValidateDue(Timestamp due, Timestamp now, std::string_view field = "run_a
 Status ValidateTarget(const WebhookTarget& target, std::string_view field = "target");
 // Errors name the field: "concurrency", "max_attempts", "backoff.base",
 // "backoff.cap", "retention".
-Status ValidateQueueSettings(const QueueSettings& settings);
+// Calls f(member) with the member of `s` that `field` names, and returns
+// what f returns (the same type for every member).
+template <typename Settings, typename F>
+auto WithQueueSetting(Settings& s, QueueSetting field, F&& f) {
+  switch (field) {
+    case QueueSetting::kConcurrency:
+      return f(s.concurrency);
+    case QueueSetting::kMaxAttempts:
+      return f(s.max_attempts);
+    case QueueSetting::kBackoff:
+      return f(s.backoff);
+    case QueueSetting::kRetention:
+      return f(s.retention);
+    case QueueSetting::kRateLimit:
+      return f(s.rate_limit);
+    case QueueSetting::kInFlightPerKey:
+      return f(s.max_in_flight_per_key);
+    case QueueSetting::kPendingPerKey:
+      break;
+  }
+  return f(s.max_pending_per_key);
+}
+
+// Also refuses a field both set and reset.
+Status ValidateQueueSettings(const QueueSettings& settings,
+                             const std::vector<QueueSetting>& reset = {});
 
 // `prefix` is prepended to field names ("tasks[3]." in a batch). A spec
 // without max_attempts gets `default_max_attempts`; 0 leaves it 0, for the

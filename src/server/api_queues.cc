@@ -77,10 +77,36 @@ ApiResponse QueueResponse(const Result<QueueInfo>& q) {
   return out;
 }
 
-Result<QueueSettings> ParseQueueSettings(const std::string& body) {
-  CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
-  ObjectReader r(json);
+// A PUT /v1/queues/{queue} body: the settings given, and those given as
+// null, which go back to their defaults.
+struct QueueSettingsChange {
   QueueSettings settings;
+  std::vector<QueueSetting> reset;
+};
+
+Result<QueueSettingsChange> ParseQueueSettings(const std::string& body) {
+  CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  QueueSettingsChange change;
+  if (json.is_object()) {
+    static constexpr std::pair<std::string_view, QueueSetting> kFields[] = {
+        {"concurrency", QueueSetting::kConcurrency},
+        {"max_in_flight", QueueSetting::kConcurrency},
+        {"max_attempts", QueueSetting::kMaxAttempts},
+        {"backoff", QueueSetting::kBackoff},
+        {"retention_ms", QueueSetting::kRetention},
+        {"rate_limit", QueueSetting::kRateLimit},
+        {"max_in_flight_per_key", QueueSetting::kInFlightPerKey},
+        {"max_pending_per_key", QueueSetting::kPendingPerKey}};
+    for (const auto& [name, field] : kFields) {
+      auto it = json.find(name);
+      if (it == json.end() || !it->is_null()) continue;
+      if (std::find(change.reset.begin(), change.reset.end(), field) == change.reset.end()) {
+        change.reset.push_back(field);
+      }
+    }
+  }
+  ObjectReader r(json);
+  QueueSettings& settings = change.settings;
   std::optional<int64_t> concurrency, max_in_flight, max_attempts, in_flight_per_key,
       pending_per_key;
   const Json* backoff = nullptr;
@@ -127,7 +153,13 @@ Result<QueueSettings> ParseQueueSettings(const std::string& body) {
     CHRONOQ_RETURN_IF_ERROR(l.Finish());
     settings.rate_limit = RateLimit{static_cast<int>(*count), *period};
   }
-  return settings;
+  // Both names of concurrency, one null and one not, contradict each other.
+  if (settings.concurrency && std::find(change.reset.begin(), change.reset.end(),
+                                        QueueSetting::kConcurrency) != change.reset.end()) {
+    return Status::InvalidArgument(
+        "max_in_flight", "is another name for concurrency: give one of them, or both the same");
+  }
+  return change;
 }
 
 }  // namespace
@@ -150,10 +182,10 @@ void Api::GetQueue(const std::string& queue, const Respond& respond) {
 
 void Api::ConfigureQueue(const std::string& queue, const std::string& body,
                          const Respond& respond) {
-  Result<QueueSettings> settings = ParseQueueSettings(body);
-  if (!settings.ok()) return respond(ErrorResponse(settings.status()));
-  run_blocking_([this, queue, settings = *settings, respond] {
-    respond(QueueResponse(engine_.ConfigureQueue(queue, settings)));
+  Result<QueueSettingsChange> change = ParseQueueSettings(body);
+  if (!change.ok()) return respond(ErrorResponse(change.status()));
+  run_blocking_([this, queue, change = *std::move(change), respond] {
+    respond(QueueResponse(engine_.ConfigureQueue(queue, change.settings, change.reset)));
   });
 }
 

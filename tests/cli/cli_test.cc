@@ -583,6 +583,21 @@ TEST_F(CliTest, QueueSetSendsThePerKeyLimitsAndMaxInFlight) {
   EXPECT_EQ(out(), "updated queue emails\n");
 }
 
+TEST_F(CliTest, QueueSetResetsSettingsWithNull) {
+  ExpectUsageError({"queue", "set", "q", "--reset", "colour"}, "--reset");
+  ExpectUsageError({"queue", "set", "q", "--max-attempts", "4", "--reset", "max-attempts"},
+                   "--reset");
+  AnswerAll(Answer(200, json::object()));
+  ASSERT_EQ(Run({"queue", "set", "emails", "--reset", "rate-limit", "--reset", "max-in-flight",
+                 "--reset", "retention", "--max-attempts", "4"}),
+            kExitOk)
+      << err();
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"rate_limit":null,"concurrency":null,
+    "retention_ms":null,"max_attempts":4})"));
+}
+
 TEST_F(CliTest, QueueSetTakesConcurrencyUnderOneNameOnly) {
   ExpectUsageError({"queue", "set", "q", "--concurrency", "4", "--max-in-flight", "5"}, "excludes");
   ExpectUsageError({"queue", "set", "q", "--max-in-flight", "4", "--concurrency", "4"}, "excludes");

@@ -418,6 +418,34 @@ TEST_F(EngineQueueTest, ConfigureMergesPersistsAndLists) {
   EXPECT_EQ((*all)[1].settings.retention, 1h);
 }
 
+TEST_F(EngineQueueTest, ResetPutsSettingsBackToTheirDefaultsDurably) {
+  Configure("q", {.concurrency = 3,
+                  .max_attempts = 5,
+                  .rate_limit = RateLimit{10, 1s},
+                  .max_pending_per_key = 100});
+  Result<QueueInfo> info = engine_->ConfigureQueue(
+      "q", {.max_in_flight_per_key = 2},
+      {QueueSetting::kRateLimit, QueueSetting::kPendingPerKey, QueueSetting::kConcurrency});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_FALSE(info->settings.rate_limit.has_value());
+  EXPECT_FALSE(info->settings.max_pending_per_key.has_value());
+  EXPECT_FALSE(info->settings.concurrency.has_value());
+  EXPECT_EQ(info->settings.max_attempts, 5);  // not named: kept
+  EXPECT_EQ(info->settings.max_in_flight_per_key, 2);
+  Reopen();
+  Result<QueueInfo> again = engine_->GetQueue("q");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->settings.rate_limit.has_value());
+  EXPECT_FALSE(again->settings.max_pending_per_key.has_value());
+  EXPECT_EQ(again->settings.max_attempts, 5);
+  // A field both given and reset is refused, naming it, and changes nothing.
+  Result<QueueInfo> both =
+      engine_->ConfigureQueue("q", {.max_attempts = 7}, {QueueSetting::kMaxAttempts});
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(both.status().field(), "max_attempts");
+  EXPECT_EQ(engine_->GetQueue("q")->settings.max_attempts, 5);
+}
+
 TEST_F(EngineQueueTest, QueueDefaultsApplyAtEnqueue) {
   const Task before = Add();
   const Backoff week{24h * 7, 24h * 7};

@@ -199,6 +199,20 @@ TEST_F(ApiKeysTest, QueueSettingsRoundTripThePerKeyLimits) {
   EXPECT_EQ(q["max_pending_per_key"], 5);
   q = Queue(R"({"max_in_flight_per_key":100000})");
   EXPECT_EQ(q["max_in_flight_per_key"], 100000);
+
+  // null puts a setting back to its default; left out keeps it.
+  q = Queue(R"({"max_pending_per_key":null,"rate_limit":{"count":5,"period_ms":1000}})");
+  EXPECT_TRUE(q["max_pending_per_key"].is_null()) << q.dump();
+  EXPECT_EQ(q["max_in_flight_per_key"], 100000);
+  q = Queue(R"({"rate_limit":null,"max_in_flight_per_key":null,"max_in_flight":7})");
+  EXPECT_TRUE(q["rate_limit"].is_null()) << q.dump();
+  EXPECT_TRUE(q["max_in_flight_per_key"].is_null()) << q.dump();
+  EXPECT_EQ(q["concurrency"], 7);
+  q = Queue(R"({"max_in_flight":null})");
+  EXPECT_TRUE(q["concurrency"].is_null()) << q.dump();
+  ExpectError(Call("PUT", "/v1/queues/q", R"({"concurrency":null,"max_in_flight":3})"), 400,
+              "invalid_argument", "max_in_flight");
+  EXPECT_TRUE(Json(Call("GET", "/v1/queues/q"))["concurrency"].is_null());
 }
 
 TEST_F(ApiKeysTest, MaxInFlightIsAnotherNameForConcurrency) {
