@@ -479,7 +479,8 @@ Result<Task> Core::Reschedule(const std::string& id, Timestamp run_at,
   const Timestamp now = clock_.Now();
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
   if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
-  CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, run_at, {}, {}, now}));
+  CHRONOQ_RETURN_IF_ERROR(
+      store_.Move({row.seq, TaskState::kScheduled, run_at, {}, {}, now, row.key.has_value()}));
   if (payload) CHRONOQ_RETURN_IF_ERROR(store_.SetPayload(row.seq, *payload));
   CHRONOQ_RETURN_IF_ERROR(Unschedule(row, /*finished=*/false));
   CHRONOQ_RETURN_IF_ERROR(
@@ -494,7 +495,8 @@ Result<Task> Core::Retry(const std::string& id) {
   const Timestamp now = clock_.Now();
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
   if (row.state != TaskState::kDead) return WrongState(id, row.state, "dead");
-  CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kScheduled, now, {}, 0, now}));
+  CHRONOQ_RETURN_IF_ERROR(
+      store_.Move({row.seq, TaskState::kScheduled, now, {}, 0, now, row.key.has_value()}));
   // It starts afresh: a keyed task joins the back of its key's line (by its
   // new due) and is not refused by max_pending_per_key.
   CHRONOQ_RETURN_IF_ERROR(Place(row.qid, row.key, /*started=*/false, {now, row.priority, row.seq}));

@@ -263,6 +263,9 @@ class Store {
     std::optional<std::string> last_error;  // unset: keep
     std::optional<int> attempt;             // unset: keep
     Timestamp now;
+    // The row has a key. Say so when it may come to wait to start (scheduled,
+    // attempt 0): its key's saved cursor may have to move back.
+    bool keyed = false;
   };
   virtual Status Move(const Transition& t) = 0;
   // Moves many running rows to succeeded with one purge time: the batched

@@ -423,6 +423,12 @@ TEST_F(EngineKeyTest, AKeysCursorIsSavedAndServesAfterARestart) {
   engine_->Sync();
   // Drained and forgotten: the cursor was saved at the last head taken.
   EXPECT_EQ(saved(), seq_of("t149"));
+  // A task rescheduled to wait before it moves it back.
+  AddKeyed("k", "later", 1h);
+  ASSERT_TRUE(engine_->Reschedule("later", clock_.Now() - 2h, std::nullopt).ok());
+  engine_->Sync();
+  EXPECT_EQ(HiddenByCursors(), 0);
+  EXPECT_EQ(DrainOneByOne(), std::vector<std::string>{"later"});
 }
 
 // The tasks read ahead of a key's head stay exactly its next ones as tasks

@@ -788,13 +788,14 @@ TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
   EXPECT_EQ(saved(), "6");
   // ... and so does a task rescheduled to wait earlier, or retried by hand.
   ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_TRUE(store_->Move({5, TaskState::kScheduled, kBase - seconds(5), {}, 0, kNow}).ok());
+  ASSERT_TRUE(store_->Move({5, TaskState::kScheduled, kBase - seconds(5), {}, 0, kNow, true}).ok());
   ASSERT_TRUE(store_->Commit().ok());
   EXPECT_EQ(saved(), "4");
   EXPECT_EQ(head(), 5);
   // A task waiting to retry has started: it moves nothing.
   ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_TRUE(store_->Move({1, TaskState::kScheduled, kBase - seconds(9), {}, {}, kNow}).ok());
+  ASSERT_TRUE(
+      store_->Move({1, TaskState::kScheduled, kBase - seconds(9), {}, {}, kNow, true}).ok());
   ASSERT_TRUE(store_->Commit().ok());
   EXPECT_EQ(saved(), "4");
   EXPECT_EQ(head(), 5);

@@ -673,7 +673,7 @@ class SqliteStore final : public Store {
     if (t.attempt.has_value()) s.Bind(5, static_cast<int64_t>(*t.attempt));
     s.Bind(6, t.now);
     CHRONOQ_RETURN_IF_ERROR(s.Run("update task"));
-    return t.state == TaskState::kScheduled ? LowerKeyCursor(t.seq) : Status();
+    return t.keyed && t.state == TaskState::kScheduled ? LowerKeyCursor(t.seq) : Status();
   }
 
   Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
