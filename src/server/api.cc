@@ -556,21 +556,19 @@ void Api::Claim(const std::string& queue, const std::string& body, const Respond
     };
     respond(std::move(out));
   };
-  engine_.AckManyAsync(std::move(acks), [joined, done](Result<std::vector<Status>> acked) {
-    std::unique_lock lock(joined->mu);
-    joined->acked = std::move(acked);
-    if (--joined->left > 0) return;
-    lock.unlock();
-    done();
-  });
-  engine_.ClaimAsync(queue, n, lease_for, wait_for,
-                     [joined, done](Result<std::vector<Lease>> claimed) {
-                       std::unique_lock lock(joined->mu);
-                       joined->claimed = std::move(claimed);
-                       if (--joined->left > 0) return;
-                       lock.unlock();
-                       done();
-                     });
+  // Each answer, on whichever thread it comes, fills its slot; the last one
+  // responds.
+  auto arrive = [joined, done](auto slot) {
+    return [joined, done, slot](auto result) {
+      std::unique_lock lock(joined->mu);
+      (*joined).*slot = std::move(result);
+      if (--joined->left > 0) return;
+      lock.unlock();
+      done();
+    };
+  };
+  engine_.AckManyAsync(std::move(acks), arrive(&Joined::acked));
+  engine_.ClaimAsync(queue, n, lease_for, wait_for, arrive(&Joined::claimed));
 }
 
 void Api::AckTask(const std::string& id, const std::string& body, const Respond& respond) {
