@@ -28,6 +28,8 @@
 #include "chronoq/time.h"
 
 #include "cli/http_client.h"
+#include "common/subprocess.h"
+#include "support/chronoqd_process.h"
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -37,7 +39,6 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace chronoq::bench {
@@ -59,19 +60,6 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 std::string Excerpt(std::string_view text, size_t max = 400) {
   if (text.size() <= max) return std::string(text);
   return std::string(text.substr(0, max)) + "...";
-}
-
-// The last `max` bytes of the file at `path` (chronoqd's log), or "".
-std::string Tail(const fs::path& path, size_t max = 2000) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<size_t>(in.tellg());
-  const size_t from = size > max ? size - max : 0;
-  in.seekg(static_cast<std::streamoff>(from));
-  std::string text(size - from, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  return text;
 }
 
 // --- the client ------------------------------------------------------------------
@@ -500,122 +488,6 @@ int64_t Count(const json& counts, const char* state) { return counts.at(state).g
 
 // --- the server ------------------------------------------------------------------------
 
-// chronoqd as a child process on 127.0.0.1:0; killed (SIGKILL) if not
-// stopped before destruction.
-class ChronoqdProcess {
- public:
-  ChronoqdProcess(const std::string& binary, const fs::path& data_dir, const fs::path& log)
-      : log_(log) {
-    if (access(binary.c_str(), X_OK) != 0) {
-      throw BenchError("cannot run chronoqd at " + binary + ": " + ErrnoText(errno) +
-                       " (build the chronoqd target or pass --chronoqd PATH)");
-    }
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--data",
-                                     data_dir.string()};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) throw BenchError("cannot create " + log.string() + ": " + ErrnoText(errno));
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) {
-      close(log_fd);
-      throw BenchError(std::string("pipe: ") + ErrnoText(errno));
-    }
-    pid_ = fork();
-    if (pid_ == 0) {  // only async-signal-safe calls until execv
-      dup2(out[1], STDOUT_FILENO);
-      dup2(log_fd, STDERR_FILENO);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    close(log_fd);
-    if (pid_ < 0) {
-      close(out[0]);
-      throw BenchError(std::string("fork: ") + ErrnoText(errno));
-    }
-    // The first stdout line: "chronoqd listening on http://127.0.0.1:PORT ...".
-    std::string line;
-    const auto limit = SteadyClock::now() + std::chrono::seconds(60);
-    while (line.find('\n') == std::string::npos) {
-      const auto left = std::chrono::duration_cast<Ms>(limit - SteadyClock::now()).count();
-      pollfd p{out[0], POLLIN, 0};
-      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) == 0) break;
-      char chunk[256];
-      const ssize_t got = read(out[0], chunk, sizeof chunk);
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) break;
-      line.append(chunk, static_cast<size_t>(got));
-    }
-    close(out[0]);
-    constexpr std::string_view kMarker = "http://127.0.0.1:";
-    const size_t at = line.find(kMarker);
-    if (at != std::string::npos) port_ = std::atoi(line.c_str() + at + kMarker.size());
-    if (port_ <= 0) {
-      const int status = Kill();
-      throw BenchError("chronoqd (" + binary + ") did not report its port (" +
-                       DescribeStatus(status) + "); the end of " + log.string() + ":\n" +
-                       Tail(log));
-    }
-  }
-  ~ChronoqdProcess() {
-    if (pid_ > 0) Kill();
-  }
-  ChronoqdProcess(const ChronoqdProcess&) = delete;
-  ChronoqdProcess& operator=(const ChronoqdProcess&) = delete;
-
-  pid_t pid() const { return pid_; }
-  int port() const { return port_; }
-
-  // SIGTERM, then waits up to 60 s; throws unless chronoqd exits with 0.
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    const auto limit = SteadyClock::now() + std::chrono::seconds(60);
-    while (true) {
-      const pid_t done = waitpid(pid_, &status, WNOHANG);
-      if (done == pid_) break;
-      if (done < 0 && errno != EINTR) throw BenchError("waitpid: " + ErrnoText(errno));
-      if (SteadyClock::now() > limit) {
-        Kill();
-        throw BenchError("chronoqd did not exit within 60 s of SIGTERM (killed); the end of " +
-                         log_.string() + ":\n" + Tail(log_));
-      }
-      std::this_thread::sleep_for(Ms(10));
-    }
-    pid_ = -1;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      throw BenchError("chronoqd " + DescribeStatus(status) + " after SIGTERM; the end of " +
-                       log_.string() + ":\n" + Tail(log_));
-    }
-  }
-
- private:
-  static std::string DescribeStatus(int status) {
-    if (status < 0) return "still running";
-    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
-    return "ended with wait status " + std::to_string(status);
-  }
-  // SIGKILL and reap; returns the wait status (-1 when it was not reaped).
-  int Kill() {
-    int status = -1;
-    const pid_t done = waitpid(pid_, &status, WNOHANG);
-    if (done != pid_) {
-      kill(pid_, SIGKILL);
-      if (waitpid(pid_, &status, 0) != pid_) status = -1;
-    }
-    pid_ = -1;
-    return status;
-  }
-
-  fs::path log_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
-
 // The server one workload run talks to: a chronoqd of its own, or --url.
 class Server {
  public:
@@ -636,7 +508,12 @@ class Server {
     if (ec) throw BenchError("cannot remove " + data.string() + ": " + ec.message());
     fs::create_directories(data, ec);
     if (ec) throw BenchError("cannot create " + data.string() + ": " + ec.message());
-    process_.emplace(o.chronoqd, data, data / "chronoqd.log");
+    process_.emplace(test::ChronoqdOptions{
+        .binary = o.chronoqd,
+        .data_dir = data.string(),
+        .log = (data / "chronoqd.log").string(),
+    });
+    if (Status s = process_->Start(); !s.ok()) throw BenchError(s.message());
     const std::string url = "http://127.0.0.1:" + std::to_string(process_->port());
     endpoint_ = ResolveUrl(url, "");
     std::cerr << name << ": chronoqd pid " << process_->pid() << " on " << url << " (data in "
@@ -659,15 +536,19 @@ class Server {
   void Kill() { process_.reset(); }
   // Stops a chronoqd of our own (SIGTERM, exit status 0 or a BenchError).
   void Stop() {
-    if (process_) {
-      process_->Stop();
-      std::cerr << name_ << ": chronoqd stopped\n";
+    if (!process_) return;
+    const Result<int> code = process_->Stop(SIGTERM);
+    if (!code.ok()) throw BenchError(code.status().message());
+    if (*code != 0) {
+      throw BenchError("chronoqd " + Subprocess::DescribeExit(*code) +
+                       " after SIGTERM; the end of its log:\n" + process_->LogTail());
     }
+    std::cerr << name_ << ": chronoqd stopped\n";
   }
 
  private:
   std::string name_;
-  std::optional<ChronoqdProcess> process_;
+  std::optional<test::ChronoqdProcess> process_;
   Endpoint endpoint_;
   std::string suffix_;
 };

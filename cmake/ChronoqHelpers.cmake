@@ -25,11 +25,23 @@ if(CHRONOQ_SANITIZE)
   target_link_options(chronoq_sanitizers INTERFACE -fsanitize=${_san})
 endif()
 
-# chronoq_add_test(NAME name SRCS a.cc ... [DEPS libs ...] [LABELS l ...])
+# chronoq_add_test(NAME name SRCS a.cc ... [DEPS libs ...] [LABELS l ...]
+#                  [TIMEOUT seconds] [NO_MAIN])
+# Every test case gets a ctest timeout (default 60 s, a few times the slowest
+# case's normal time under ASan), so a hang fails fast and by name. NO_MAIN:
+# the test brings its own main() (it links gmock without gmock_main).
 function(chronoq_add_test)
-  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "NO_MAIN" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 60)
+  endif()
+  set(_main GTest::gmock_main)
+  if(T_NO_MAIN)
+    set(_main GTest::gmock)
+  endif()
   add_executable(${T_NAME} ${T_SRCS})
   target_link_libraries(${T_NAME} PRIVATE chronoq_testing ${T_DEPS}
-    GTest::gmock_main chronoq_warnings chronoq_sanitizers)
-  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 60)
+    ${_main} chronoq_warnings chronoq_sanitizers)
+  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+    DISCOVERY_TIMEOUT 60)
 endfunction()

@@ -18,9 +18,11 @@
 #include "chronoq/time.h"
 
 #include "cli/http_client.h"
+#include "common/subprocess.h"
 #include "support/chronoqd_process.h"
 #include "support/engine_fixture.h"
 #include "support/eventually.h"
+#include "support/status_matchers.h"
 #include "support/test_http_server.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -39,9 +41,13 @@ class ChronoqdTest : public ::testing::Test {
  protected:
   // Starts chronoqd on the test's data directory.
   void Launch(std::vector<std::string> args = {}, std::vector<std::string> env = {}) {
-    server_ =
-        std::make_unique<test::ChronoqdProcess>(dir_.File("data"), std::move(args), std::move(env));
-    ASSERT_TRUE(server_->Start()) << "chronoqd did not start";
+    server_ = std::make_unique<test::ChronoqdProcess>(test::ChronoqdOptions{
+        .binary = CHRONOQD_PATH,
+        .data_dir = dir_.File("data"),
+        .args = std::move(args),
+        .env = std::move(env),
+    });
+    ASSERT_THAT(server_->Start(), test::IsOk());
   }
   std::unique_ptr<HttpClient> Client() {
     auto c = HttpClient::Create(server_->url(), 60s);
@@ -82,7 +88,7 @@ TEST_F(ChronoqdTest, TaskLifeCycleOverHttp) {
       Send("POST", "/v1/tasks/welcome%3A7/ack", json({{"token", lease["token"]}}).dump());
   EXPECT_EQ(acked.status, 200) << acked.body;
   EXPECT_EQ(Json(Send("GET", "/v1/tasks/welcome:7"))["state"], "succeeded");
-  EXPECT_EQ(server_->Stop(SIGTERM), 0);
+  EXPECT_THAT(server_->Stop(SIGTERM), test::IsOkAndHolds(0));
 }
 
 TEST_F(ChronoqdTest, LongPollIsAnsweredWhenATaskIsEnqueued) {
@@ -206,14 +212,15 @@ TEST_F(ChronoqdTest, SigtermAnswersLongPollsAndExitsCleanly) {
     }
   });
   // The claim registers the queue; wait until chronoqd knows it.
-  for (;;) {
-    json queues = Json(Send("GET", "/v1/queues"));
-    bool seen = false;
-    for (const auto& q : queues["queues"]) seen = seen || q["name"] == "idle";
-    if (seen) break;
-    std::this_thread::yield();
-  }
-  EXPECT_EQ(server_->Stop(SIGTERM), 0);
+  EXPECT_TRUE(test::Eventually(
+      [&] {
+        json queues = Json(Send("GET", "/v1/queues"));
+        bool seen = false;
+        for (const auto& q : queues["queues"]) seen = seen || q["name"] == "idle";
+        return seen;
+      },
+      "chronoqd to list the queue of the parked claim"));
+  EXPECT_THAT(server_->Stop(SIGTERM), test::IsOkAndHolds(0));
   worker.join();
   EXPECT_EQ(status.load(), 200);
   EXPECT_EQ(got["tasks"].size(), 0u);
@@ -225,14 +232,14 @@ TEST_F(ChronoqdTest, SigtermAnswersLongPollsAndExitsCleanly) {
 
 // Runs the chronoq CLI against the server; returns its exit code and output.
 std::pair<int, std::string> RunCli(const std::string& url, const std::string& args) {
-  const std::string command =
-      std::string(CHRONOQ_CLI_PATH) + " --url " + url + " " + args + " 2>&1";
-  FILE* p = popen(command.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  // Through the shell, for the quoting in `args`.
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c",
+            std::string(CHRONOQ_CLI_PATH) + " --url " + url + " " + args + " 2>&1"};
+  Result<Subprocess::Completed> done = Subprocess::Run(o, Deadline(120s));
+  EXPECT_THAT(done, test::IsOk()) << "chronoq " << args;
+  if (!done.ok()) return {-1, done.status().ToString()};
+  return {done->code, done->out};
 }
 
 TEST_F(ChronoqdTest, TheCliDrivesTheServer) {
@@ -255,7 +262,7 @@ TEST_F(ChronoqdTest, TheCliDrivesTheServer) {
   std::tie(rc, out) = RunCli(server_->url(), "cancel nope");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_THAT(out, ::testing::HasSubstr("not_found"));
-  server_->Stop(SIGTERM);
+  EXPECT_THAT(server_->Stop(SIGTERM), test::IsOkAndHolds(0));
   std::tie(rc, out) = RunCli(server_->url(), "health");
   EXPECT_EQ(rc, 3) << out;
 }
@@ -391,7 +398,7 @@ TEST_F(ChronoqdTest, WebhooksAreDeliveredAlsoAfterARestart) {
                .dump())
           .status,
       201);
-  EXPECT_EQ(server_->Stop(SIGKILL), 128 + SIGKILL);
+  EXPECT_THAT(server_->Stop(SIGKILL), test::IsOkAndHolds(128 + SIGKILL));
   Launch();
   client_.reset();
   ASSERT_EQ(Send("PATCH", "/v1/tasks/later", R"({"delay_ms":0})").status, 200);
@@ -422,8 +429,8 @@ TEST_F(ChronoqdTest, SigkillUnderLoadLosesNoAcknowledgedTask) {
       }
     });
   }
-  while (count < 2000) std::this_thread::yield();
-  EXPECT_EQ(server_->Stop(SIGKILL), 128 + SIGKILL);
+  EXPECT_TRUE(test::Eventually([&] { return count >= 2000; }, "2,000 acknowledged enqueues"));
+  EXPECT_THAT(server_->Stop(SIGKILL), test::IsOkAndHolds(128 + SIGKILL));
   stop = true;
   for (auto& p : producers) p.join();
 
@@ -589,7 +596,7 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
   }()) {
     std::this_thread::yield();
   }
-  EXPECT_EQ(server_->Stop(SIGKILL), 128 + SIGKILL);
+  EXPECT_THAT(server_->Stop(SIGKILL), test::IsOkAndHolds(128 + SIGKILL));
   Launch();
   client_.reset();
   {

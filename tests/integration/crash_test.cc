@@ -4,6 +4,11 @@
 // acknowledged enqueue is there, every acknowledged completion stayed
 // completed, and no task exists twice. Three rounds on the same store. The
 // same for schedules and their occurrences.
+//
+// The child is this test binary started again (posix_spawn of /proc/self/exe
+// with --crash-child): a fork() of a process with threads may copy a lock
+// held by another thread, and a child that then runs the engine would block
+// on it forever.
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -14,11 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "chronoq/engine.h"
 
+#include "common/subprocess.h"
 #include "support/engine_fixture.h"
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -56,13 +64,23 @@ void Report(int fd, const std::string& id) {
   }
 }
 
-// The child: runs until killed. Never returns.
-[[noreturn]] void RunChild(const std::string& path, int round, int enqueued_fd, int acked_fd) {
+// The children report on these descriptors (RunAndKill passes them).
+constexpr int kFirstFd = 3;
+constexpr int kSecondFd = 4;
+
+// A child's engine on the store at `path`; exits with status 2 if it cannot open.
+std::unique_ptr<Engine> OpenOrExit(const std::string& path) {
   EngineOptions o;
   o.path = path;
   auto opened = Engine::Open(o);
   if (!opened.ok()) _exit(2);
-  Engine& engine = **opened;
+  return std::move(*opened);
+}
+
+// The child: runs until killed. Never returns.
+[[noreturn]] void RunChild(const std::string& path, int round, int enqueued_fd, int acked_fd) {
+  const std::unique_ptr<Engine> opened = OpenOrExit(path);
+  Engine& engine = *opened;
   std::vector<std::thread> threads;
   // Single enqueues from three threads.
   for (int t = 0; t < 3; ++t) {
@@ -114,38 +132,46 @@ struct Reports {
   std::vector<std::string> first, second;
 };
 
-// Forks a child running child(first_fd, second_fd) (which never returns),
-// reads what it reports until enough(reports), kills it with SIGKILL wherever
-// it is, and reads what it had reported before dying. Use inside
+// How long RunAndKill waits for the child's reports before failing.
+constexpr auto kChildGiveUp = std::chrono::seconds(120);
+
+// Starts this binary again as a child (`--crash-child` `args`...) that
+// reports on descriptors kFirstFd and kSecondFd and never exits; reads what
+// it reports until enough(reports), kills it with SIGKILL wherever it is,
+// and reads what it had reported before dying. Use inside
 // ASSERT_NO_FATAL_FAILURE.
-void RunAndKill(const std::function<void(int, int)>& child,
+void RunAndKill(const std::vector<std::string>& args,
                 const std::function<bool(const Reports&)>& enough, Reports& out) {
   int first[2], second[2];
-  ASSERT_EQ(pipe(first), 0);
-  ASSERT_EQ(pipe(second), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(first[0]);
-    close(second[0]);
-    child(first[1], second[1]);
-    _exit(0);
-  }
+  ASSERT_EQ(pipe2(first, O_CLOEXEC), 0);
+  ASSERT_EQ(pipe2(second, O_CLOEXEC), 0);
+  SpawnOptions o;
+  o.argv = {"/proc/self/exe", "--crash-child"};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.stdin_mode = Stdio::kNull;
+  o.pass_fds = {{first[1], kFirstFd}, {second[1], kSecondFd}};
+  Result<Subprocess> child = Subprocess::Spawn(o);
   close(first[1]);
   close(second[1]);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
   std::string first_buf, second_buf;
   bool alive = true;
+  const auto give_up = Deadline(kChildGiveUp);
   while (!enough(out) && alive) {
     pollfd fds[2] = {{first[0], POLLIN, 0}, {second[0], POLLIN, 0}};
-    ASSERT_GT(poll(fds, 2, -1), 0);
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          give_up - std::chrono::steady_clock::now())
+                                          .count());
+    ASSERT_GT(left, 0) << "gave up after " << kChildGiveUp.count()
+                       << " s waiting for the child's reports (" << out.first.size() << " and "
+                       << out.second.size() << " so far)";
+    const int ready = poll(fds, 2, left);
+    ASSERT_GE(ready, 0) << std::strerror(errno);
     if (fds[0].revents) alive = ReadRecords(first[0], first_buf, out.first);
     if (fds[1].revents) ReadRecords(second[0], second_buf, out.second);
   }
-  ASSERT_TRUE(alive) << "the child exited early";
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_TRUE(alive) << "the child exited early: " << Subprocess::DescribeExit(child->Kill());
+  ASSERT_EQ(child->Kill(), 128 + SIGKILL);
   // Whatever the child reported before dying is still in the pipes.
   while (ReadRecords(first[0], first_buf, out.first)) {
   }
@@ -165,9 +191,9 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
     // round), then kill it wherever it is.
     const size_t target = 400 + 150 * static_cast<size_t>(round);
     Reports r;
-    ASSERT_NO_FATAL_FAILURE(
-        RunAndKill([&](int enq_fd, int ack_fd) { RunChild(path, round, enq_fd, ack_fd); },
-                   [&](const Reports& got) { return got.first.size() >= target; }, r));
+    ASSERT_NO_FATAL_FAILURE(RunAndKill({"tasks", path, std::to_string(round)},
+                                       [&](const Reports& got) { return got.first.size() >= target; },
+                                       r));
     enqueued.insert(r.first.begin(), r.first.end());
     acked.insert(r.second.begin(), r.second.end());
 
@@ -217,11 +243,8 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
 // no schedule has more than its one occurrence in flight (overlap skip).
 [[noreturn]] void RunScheduleChild(const std::string& path, int round, int created_fd,
                                    int acked_fd) {
-  EngineOptions o;
-  o.path = path;
-  auto opened = Engine::Open(o);
-  if (!opened.ok()) _exit(2);
-  Engine& engine = **opened;
+  const std::unique_ptr<Engine> opened = OpenOrExit(path);
+  Engine& engine = *opened;
   std::thread creator([&] {
     for (int n = 0;; ++n) {
       ScheduleSpec s;
@@ -246,7 +269,7 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
     const size_t target_created = 40 + 20 * static_cast<size_t>(round);
     Reports r;
     ASSERT_NO_FATAL_FAILURE(RunAndKill(
-        [&](int created_fd, int acked_fd) { RunScheduleChild(path, round, created_fd, acked_fd); },
+        {"schedules", path, std::to_string(round)},
         [&](const Reports& got) {
           return got.first.size() >= target_created && got.second.size() >= 100;
         },
@@ -300,11 +323,8 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
 // reports every grant it got acknowledged. After the kill every acknowledged
 // grant is still held, with its token, and a new grant's token is larger.
 [[noreturn]] void RunLockChild(const std::string& path, int events_fd) {
-  EngineOptions o;
-  o.path = path;
-  auto opened = Engine::Open(o);
-  if (!opened.ok()) _exit(2);
-  Engine& engine = **opened;
+  const std::unique_ptr<Engine> opened = OpenOrExit(path);
+  Engine& engine = *opened;
   std::vector<std::thread> threads;
   threads.emplace_back([&] {
     for (int n = 0;; ++n) {
@@ -330,7 +350,7 @@ TEST(CrashTest, AcknowledgedLockGrantsSurviveSigkill) {
   test::TempDir dir;
   const std::string path = dir.File("locks.db");
   Reports r;
-  ASSERT_NO_FATAL_FAILURE(RunAndKill([&](int grants_fd, int) { RunLockChild(path, grants_fd); },
+  ASSERT_NO_FATAL_FAILURE(RunAndKill({"locks", path, "0"},
                                      [](const Reports& got) { return got.first.size() >= 500; },
                                      r));
   const std::vector<std::string>& grants = r.first;
@@ -354,5 +374,21 @@ TEST(CrashTest, AcknowledgedLockGrantsSurviveSigkill) {
   std::printf("%zu acknowledged grants survived\n", grants.size());
 }
 
+// The child side of RunAndKill: `--crash-child KIND PATH ROUND`.
+[[noreturn]] void RunCrashChild(const std::string& kind, const std::string& path, int round) {
+  if (kind == "tasks") RunChild(path, round, kFirstFd, kSecondFd);
+  if (kind == "schedules") RunScheduleChild(path, round, kFirstFd, kSecondFd);
+  if (kind == "locks") RunLockChild(path, kFirstFd);
+  _exit(4);
+}
+
 }  // namespace
 }  // namespace chronoq
+
+int main(int argc, char** argv) {
+  if (argc == 5 && std::string_view(argv[1]) == "--crash-child") {
+    chronoq::RunCrashChild(argv[2], argv[3], std::atoi(argv[4]));
+  }
+  ::testing::InitGoogleMock(&argc, argv);
+  return RUN_ALL_TESTS();
+}

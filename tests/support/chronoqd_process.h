@@ -1,90 +1,78 @@
-// ChronoqdProcess: the real chronoqd binary as a child process, for
-// end-to-end tests. It listens on a free loopback port (it prints the port on
-// its first line) with its data in a directory the test owns, so a test can
-// kill it with SIGKILL and start it again on the same data.
+// ChronoqdProcess: the real chronoqd binary as a child process, for the
+// end-to-end tests and the load generator's http target. It listens on a free
+// loopback port (it prints the port on its first stdout line) with its data
+// in a directory the caller owns, so it can be killed with SIGKILL and started
+// again on the same data.
 //
-//   test::TempDir dir;
-//   test::ChronoqdProcess server(dir.File("data"));
-//   ASSERT_TRUE(server.Start());
+//   test::ChronoqdProcess server({.binary = CHRONOQD_PATH, .data_dir = dir.File("data")});
+//   ASSERT_THAT(server.Start(), IsOk());
 //   auto client = cli::HttpClient::Create(server.url(), 30s);
 //   ...
-//   EXPECT_EQ(server.Stop(SIGTERM), 0);  // the exit status
+//   EXPECT_THAT(server.Stop(SIGTERM), IsOkAndHolds(0));  // the exit status
+//
+// Every wait has a deadline and its error says what it waited for. The child
+// is started with posix_spawn (common/subprocess.h): the tests that start it
+// have threads of their own running.
+//
+// Not thread-safe; url() and port() may be read from any thread while no
+// Start() or Stop() runs.
 #pragma once
 
-#include <cstdio>
-#include <cstring>
+#include <chrono>
 #include <string>
 #include <vector>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "chronoq/result.h"
+
+#include "common/subprocess.h"
 
 namespace chronoq::test {
 
+struct ChronoqdOptions {
+  std::string binary;    // the chronoqd executable
+  std::string data_dir;  // --data
+  std::vector<std::string> args;  // more flags
+  std::vector<std::string> env;   // "NAME=value" added to the environment
+  // chronoqd's stderr (its log) goes to this file, truncated at each
+  // Start(); empty: to the parent's stderr.
+  std::string log;
+  // How long Start() waits for the "listening on" line, and Stop() for the exit.
+  std::chrono::seconds start_timeout{60};
+  std::chrono::seconds stop_timeout{60};
+};
+
 class ChronoqdProcess {
  public:
-  // `env` entries are "NAME=value" added to the child's environment.
-  explicit ChronoqdProcess(std::string data_dir, std::vector<std::string> args = {},
-                           std::vector<std::string> env = {})
-      : data_dir_(std::move(data_dir)), args_(std::move(args)), env_(std::move(env)) {}
-  ~ChronoqdProcess() {
-    if (pid_ > 0) Stop(SIGKILL);
-  }
+  explicit ChronoqdProcess(ChronoqdOptions options) : options_(std::move(options)) {}
+  ChronoqdProcess(const ChronoqdProcess&) = delete;
+  ChronoqdProcess& operator=(const ChronoqdProcess&) = delete;
+  // Kills chronoqd (SIGKILL) if it is still running.
+  ~ChronoqdProcess() = default;
 
-  // Starts chronoqd and waits for its "listening on" line. False when it
-  // exited instead (its stderr goes to the test's).
-  bool Start() {
-    int out[2];
-    if (pipe(out) != 0) return false;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      for (const std::string& e : env_) putenv(const_cast<char*>(e.c_str()));
-      std::vector<std::string> argv_s = {CHRONOQD_PATH, "--listen", "127.0.0.1:0", "--data",
-                                         data_dir_};
-      argv_s.insert(argv_s.end(), args_.begin(), args_.end());
-      std::vector<char*> argv;
-      for (std::string& a : argv_s) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(CHRONOQD_PATH, argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    FILE* f = fdopen(out[0], "r");
-    char line[512] = {};
-    const bool got = fgets(line, sizeof line, f) != nullptr;
-    fclose(f);  // chronoqd prints nothing else on stdout
-    const char* at = got ? std::strstr(line, "http://127.0.0.1:") : nullptr;
-    if (at == nullptr) {
-      Stop(SIGKILL);
-      return false;
-    }
-    port_ = std::atoi(at + std::strlen("http://127.0.0.1:"));
-    return port_ > 0;
-  }
+  // Starts chronoqd and waits for its "listening on" line. The error says
+  // what went wrong: the binary is missing, chronoqd exited (with its
+  // status), or the line did not come within start_timeout; with a log file,
+  // the message ends with the log's tail.
+  Status Start();
 
-  // Sends `sig` and reaps the child; returns its exit code, or 128 + the
-  // signal that killed it.
-  int Stop(int sig) {
-    if (pid_ <= 0) return -1;
-    kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
+  // Sends `sig` and waits up to stop_timeout for chronoqd to end: its exit
+  // code, or 128 + the signal that killed it. DeadlineExceeded (after a
+  // SIGKILL, so no process is left behind) when it did not end in time.
+  Result<int> Stop(int sig);
 
+  bool running() const { return process_.running(); }
+  pid_t pid() const { return process_.pid(); }
   int port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // The last `max` bytes of the log file ("" without one).
+  std::string LogTail(size_t max = 2000) const;
 
  private:
-  std::string data_dir_;
-  std::vector<std::string> args_;
-  std::vector<std::string> env_;
-  pid_t pid_ = -1;
+  // `message`, plus the log's tail when there is a log file.
+  std::string WithLog(const std::string& message) const;
+
+  const ChronoqdOptions options_;
+  Subprocess process_;
   int port_ = 0;
 };
 
