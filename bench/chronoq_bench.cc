@@ -99,7 +99,7 @@ uint64_t DbBytes(const fs::path& db) {
 
 std::unique_ptr<chronoq::Engine> OpenEngine(const fs::path& db) {
   chronoq::EngineOptions options;
-  options.path = db.string();
+  options.store = db.string();
   return Check(chronoq::Engine::Open(options), "open " + db.string());
 }
 

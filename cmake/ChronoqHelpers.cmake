@@ -42,6 +42,42 @@ function(chronoq_add_test)
   add_executable(${T_NAME} ${T_SRCS})
   target_link_libraries(${T_NAME} PRIVATE chronoq_testing ${T_DEPS}
     ${_main} chronoq_warnings chronoq_sanitizers)
-  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
-    DISCOVERY_TIMEOUT 60)
+  set(_properties TIMEOUT ${T_TIMEOUT})
+  if(T_LABELS)
+    list(APPEND _properties LABELS "${T_LABELS}")
+  endif()
+  gtest_discover_tests(${T_NAME} PROPERTIES ${_properties} DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# chronoq_library(NAME lib DIR dir SRCS a.cc ... [HEADERS h ...]
+#                 [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# Builds the component in src/<DIR> as a static library. Its headers are
+# reached as "<DIR>/x.h", and only by code that links it: the library exposes
+# an include root of its own that holds <DIR> alone (a link to src/<DIR>, or,
+# with HEADERS, links to just those files), so an include that runs the wrong
+# way (core including a store implementation, the server including core
+# internals) does not compile. The public API (include/) is visible to all.
+function(chronoq_library)
+  cmake_parse_arguments(L "" "NAME;DIR" "SRCS;HEADERS;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  set(root ${CMAKE_BINARY_DIR}/include-roots/${L_NAME})
+  if(L_HEADERS)
+    file(MAKE_DIRECTORY ${root}/${L_DIR})
+    foreach(h ${L_HEADERS})
+      file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${L_DIR}/${h} ${root}/${L_DIR}/${h} SYMBOLIC)
+    endforeach()
+  else()
+    get_filename_component(parent ${root}/${L_DIR} DIRECTORY)
+    file(MAKE_DIRECTORY ${parent})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${L_DIR} ${root}/${L_DIR} SYMBOLIC)
+  endif()
+  if(L_SRCS)
+    add_library(${L_NAME} STATIC ${L_SRCS})
+    target_include_directories(${L_NAME} PUBLIC ${root} ${PROJECT_SOURCE_DIR}/include)
+    target_link_libraries(${L_NAME} PUBLIC ${L_PUBLIC_DEPS}
+      PRIVATE ${L_PRIVATE_DEPS} chronoq_warnings chronoq_sanitizers)
+  else()
+    add_library(${L_NAME} INTERFACE)
+    target_include_directories(${L_NAME} INTERFACE ${root} ${PROJECT_SOURCE_DIR}/include)
+    target_link_libraries(${L_NAME} INTERFACE ${L_PUBLIC_DEPS})
+  endif()
 endfunction()

@@ -111,16 +111,16 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   chronoq::EngineOptions options;
-  options.path = (std::filesystem::path(data) / "chronoq.db").string();
+  options.store = (std::filesystem::path(data) / "chronoq.db").string();
 
   std::set<std::string> ours;  // this run's task ids; written before handlers start
   Countdown countdown(4);
   {
     auto opened = chronoq::Engine::Open(options);
-    if (!opened.ok()) return Fail("open " + options.path, opened.status());
+    if (!opened.ok()) return Fail("open " + options.store, opened.status());
     std::unique_ptr<chronoq::Engine> engine = std::move(*opened);
     chronoq::Engine& e = *engine;
-    Print("chronoq demo: engine open at " + options.path + ", now " + chronoq::FormatTime(Now()));
+    Print("chronoq demo: engine open at " + options.store + ", now " + chronoq::FormatTime(Now()));
 
     for (int i = 1; i <= 3; ++i) {
       chronoq::TaskSpec spec;
@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
 
   // A new engine on the same file reads back what was committed.
   auto reopened = chronoq::Engine::Open(options);
-  if (!reopened.ok()) return Fail("reopen " + options.path, reopened.status());
+  if (!reopened.ok()) return Fail("reopen " + options.store, reopened.status());
   Print("summary of this run (engine reopened, read with List):");
   int others = 0;
   for (const char* queue : {"demo", "flaky"}) {

@@ -75,7 +75,7 @@ int main() {
       fs::temp_directory_path() / ("chronoq-expiring-shares-" + std::to_string(getpid()));
   fs::remove_all(dir);
   chronoq::EngineOptions options;
-  options.path = (dir / "shares.db").string();
+  options.store = (dir / "shares.db").string();
 
   std::mutex mu;
   std::condition_variable cv;
@@ -83,9 +83,9 @@ int main() {
 
   {
     auto opened = chronoq::Engine::Open(options);
-    if (!opened.ok()) return Fail("open " + options.path, opened.status());
+    if (!opened.ok()) return Fail("open " + options.store, opened.status());
     std::unique_ptr<chronoq::Engine> engine = std::move(*opened);
-    Say("opened the engine at " + options.path);
+    Say("opened the engine at " + options.store);
 
     // Two shares, each expiring in 2 s. The client chooses the ids, so it can
     // find the tasks again by share number.
@@ -139,7 +139,7 @@ int main() {
 
   // Everything is durable: a new engine on the same file sees the outcome.
   auto reopened = chronoq::Engine::Open(options);
-  if (!reopened.ok()) return Fail("reopen " + options.path, reopened.status());
+  if (!reopened.ok()) return Fail("reopen " + options.store, reopened.status());
   Say("reopened the engine; the tasks now:");
   ShowGet(**reopened, "share:42");
   ShowGet(**reopened, "share:43");

@@ -1,11 +1,11 @@
 // chronoq/engine.h: the embeddable engine.
 //
-// An Engine stores timed tasks durably in SQLite, hands each one to a worker
-// under a lease when it is due, and retries or redelivers it when the work
-// fails or the worker vanishes.
+// An Engine stores timed tasks durably (in an embedded SQLite file by
+// default), hands each one to a worker under a lease when it is due, and
+// retries or redelivers it when the work fails or the worker vanishes.
 //
 //   chronoq::EngineOptions options;
-//   options.path = "data/chronoq.db";
+//   options.store = "sqlite:data/chronoq.db";
 //   auto engine = chronoq::Engine::Open(options);
 //   if (!engine.ok()) return Fail(engine.status());
 //
@@ -46,17 +46,19 @@
 
 namespace chronoq {
 
-// How much a commit survives: kNormal survives a crash of the process (the
-// write is in the OS before the call returns); kFull also survives power loss
-// (fsync on every commit; slower).
-enum class Durability { kNormal, kFull };
+class Store;  // the durable truth behind an engine (src/store/store.h)
 
 struct EngineOptions {
-  // The SQLite database file; created with its directory if missing.
-  std::string path;
+  // Where the engine keeps its state, as a URL:
+  //   "sqlite:PATH"  an embedded SQLite file, created with its directory if
+  //                  missing; a PATH without a scheme means the same.
+  //                  "?durability=full" adds an fsync to every commit, so a
+  //                  commit survives power loss too; the default, "normal",
+  //                  survives a crash of the process.
+  // Errors name the field "store".
+  std::string store;
   // Time source; must outlive the engine. nullptr: the system clock.
   Clock* clock = nullptr;
-  Durability durability = Durability::kNormal;
 
   int default_max_attempts = 25;
   Backoff default_backoff;
@@ -103,10 +105,13 @@ struct AckRequest {
 
 class Engine {
  public:
-  // Opens (creating if needed) the store at options.path and starts the engine.
-  // Recovers from a crash without scanning the whole table: scheduled tasks
-  // fire, expired leases are redelivered.
+  // Opens (creating if needed) the store options.store names and starts the
+  // engine. Recovers from a crash without scanning the whole table:
+  // scheduled tasks fire, expired leases are redelivered.
   static Result<std::unique_ptr<Engine>> Open(EngineOptions options);
+  // Starts the engine on `store`, an open Store (options.store is not read):
+  // for programs and tests that build their own store.
+  static Result<std::unique_ptr<Engine>> Open(EngineOptions options, std::unique_ptr<Store> store);
 
   Engine() = default;
   Engine(const Engine&) = delete;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <limits>
 
+#include <spdlog/spdlog.h>
+
+#include "codec/json_codec.h"
 #include "core/backoff.h"
 #include "core/validate.h"
 
@@ -40,6 +43,15 @@ Status WrongState(const std::string& id, TaskState state, std::string_view wante
 
 }  // namespace
 
+std::optional<WebhookTarget> StoredTarget(const std::string& json) {
+  Result<WebhookTarget> target = DecodeTarget(json);
+  if (target.ok()) return std::move(*target);
+  // The task is shown (and delivered) without its target rather than not at
+  // all; the delivery then fails it with "no target".
+  spdlog::warn("{}", target.status().message());
+  return std::nullopt;
+}
+
 Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   Task t;
   t.id = row.name.value_or(FormatGeneratedId(row.seq));
@@ -57,7 +69,7 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   if (row.state == TaskState::kRunning) t.lease_until = due;
   t.created_at = SeqCreatedAt(row.seq);
   t.updated_at = row.updated.value_or(t.created_at);
-  if (row.target) t.target = DecodeTarget(*row.target);
+  if (row.target) t.target = StoredTarget(*row.target);
   t.key = row.key.value_or("");
   return t;
 }
@@ -568,7 +580,7 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
     const Timestamp run_at = row.run_at.value_or(k.due);
     out.push_back(Lease{running.id, queue, std::move(row.payload), run_at, row.attempt,
                         row.max_attempts, token, until});
-    if (row.target) out.back().target = DecodeTarget(*row.target);
+    if (row.target) out.back().target = StoredTarget(*row.target);
     out.back().key = running.key;
     leases_.Add(std::move(running));
     const double late = std::chrono::duration<double>(now - run_at).count();

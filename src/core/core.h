@@ -30,7 +30,7 @@
 #include "chronoq/queue.h"
 #include "chronoq/schedule.h"
 
-#include "core/task_id.h"
+#include "common/task_id.h"
 #include "core/validate.h"
 #include "dispatch/lease_table.h"
 #include "store/store.h"
@@ -68,6 +68,8 @@ struct CycleStats {
 
 // The client's view of a stored row.
 Task TaskFromRow(const TaskRow& row, const std::string& queue);
+// A stored webhook target; nullopt (and a logged warning) when it is corrupt.
+std::optional<WebhookTarget> StoredTarget(const std::string& json);
 
 // One request to the engine loop. The loop calls Run() inside a transaction;
 // once the request has its result and the transaction committed, Finish()

@@ -6,7 +6,6 @@
 
 #include "common/futex.h"
 #include "schedule/schedule_spec.h"
-#include "store/sqlite/sqlite_store.h"
 #include <pthread.h>
 
 namespace chronoq {
@@ -209,23 +208,9 @@ EngineStats::Histogram MakeHistogram(const std::array<double, N>& bounds,
 
 }  // namespace
 
-Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
-  if (options.path.empty()) return Status::InvalidArgument("path", "must not be empty");
-  if (options.default_max_attempts < 1 || options.default_max_attempts > kMaxAttemptsLimit) {
-    return Status::InvalidArgument("default_max_attempts", "must be between 1 and 1000");
-  }
-  if (options.lookahead <= Duration::zero()) {
-    return Status::InvalidArgument("lookahead", "must be positive");
-  }
-  if (options.max_window_tasks < 2) {
-    return Status::InvalidArgument("max_window_tasks", "must be at least 2");
-  }
-  if (options.purge_chunk < 1) return Status::InvalidArgument("purge_chunk", "must be positive");
-  if (options.retention < Duration::zero()) {
-    return Status::InvalidArgument("retention", "must not be negative");
-  }
-  CHRONOQ_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
-                           OpenSqliteStore(options.path, options.durability));
+Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, std::unique_ptr<Store> store) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateEngineOptions(options));
+  if (store == nullptr) return Status::InvalidArgument("store", "must not be null");
   auto engine = std::make_unique<EngineImpl>(std::move(options), std::move(store));
   CHRONOQ_RETURN_IF_ERROR(engine->Start());
   return std::unique_ptr<Engine>(std::move(engine));

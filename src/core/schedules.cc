@@ -6,6 +6,7 @@
 
 #include "chronoq/time.h"
 
+#include "codec/json_codec.h"
 #include "core/core.h"
 #include "schedule/recurrence.h"
 #include "schedule/schedule_spec.h"

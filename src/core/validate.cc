@@ -7,38 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "chronoq/cron.h"
+
+#include "codec/json_codec.h"
+#include "common/text.h"
+
 namespace chronoq {
 namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 if invalid.
-size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n;
-  uint32_t cp;
-  if (c < 0x80) return 1;
-  if ((c & 0xe0) == 0xc0) {
-    n = 2;
-    cp = c & 0x1f;
-  } else if ((c & 0xf0) == 0xe0) {
-    n = 3;
-    cp = c & 0x0f;
-  } else if ((c & 0xf8) == 0xf0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    const auto cc = static_cast<unsigned char>(s[i + k]);
-    if ((cc & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (cc & 0x3f);
-  }
-  // Reject overlong forms, surrogates and values past U+10FFFF.
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return n;
-}
 
 std::string Field(std::string_view prefix, std::string_view name) {
   std::string f(prefix);
@@ -62,18 +37,19 @@ bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
   return true;
 }
 
-// Checks that `text` is UTF-8 without control characters (tabs allowed when
-// `tabs`); the reason, or empty.
-std::string_view BadText(std::string_view text, bool tabs) {
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = Utf8SequenceLength(text, i);
-    if (n == 0) return "not valid UTF-8";
-    const auto c = static_cast<unsigned char>(text[i]);
-    const bool c0 = n == 1 && ((c < 0x20 && !(tabs && c == '\t')) || c == 0x7f);
-    const bool c1 = n == 2 && c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0;
-    if (c0 || c1) return "must not contain control characters (CR, LF, ...)";
-    i += n;
+// Schedules and webhook targets are kept in their API form, which counts in
+// milliseconds: a finer value would not survive a restart.
+Status WholeMillis(Duration d, std::string_view field) {
+  if (d % std::chrono::milliseconds(1) != Duration::zero()) {
+    return Status::InvalidArgument(field, "must be a whole number of milliseconds");
   }
+  return {};
+}
+
+Status ValidateInterval(Duration d, std::string_view field) {
+  CHRONOQ_RETURN_IF_ERROR(WholeMillis(d, field));
+  if (d < kMinScheduleInterval) return Status::InvalidArgument(field, "must be at least 1 ms");
+  if (d > kMaxScheduleInterval) return Status::InvalidArgument(field, "must be at most 10 years");
   return {};
 }
 
@@ -82,21 +58,29 @@ constexpr std::array<std::string_view, 5> kTargetMethods = {"POST", "PUT", "PATC
 
 }  // namespace
 
+Status ValidateEngineOptions(const EngineOptions& options) {
+  if (options.default_max_attempts < 1 || options.default_max_attempts > kMaxAttemptsLimit) {
+    return Status::InvalidArgument("default_max_attempts", "must be between 1 and 1000");
+  }
+  if (options.lookahead <= Duration::zero()) {
+    return Status::InvalidArgument("lookahead", "must be positive");
+  }
+  if (options.max_window_tasks < 2) {
+    return Status::InvalidArgument("max_window_tasks", "must be at least 2");
+  }
+  if (options.purge_chunk < 1) return Status::InvalidArgument("purge_chunk", "must be positive");
+  if (options.retention < Duration::zero()) {
+    return Status::InvalidArgument("retention", "must not be negative");
+  }
+  return {};
+}
+
 Status ValidateQueueName(std::string_view queue, std::string_view field) {
   if (queue.empty()) return Status::InvalidArgument(field, "must not be empty");
   if (queue.size() > kMaxQueueNameBytes) {
     return Status::InvalidArgument(field, "longer than 100 bytes");
   }
   return ValidateNameChars(queue, field);
-}
-
-Status ValidateNameChars(std::string_view name, std::string_view field) {
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-' || c == '.' || c == ':';
-    if (!ok) return Status::InvalidArgument(field, "may contain only A-Z a-z 0-9 _ - . :");
-  }
-  return {};
 }
 
 Status ValidateTaskId(std::string_view id, std::string_view field) {
@@ -111,22 +95,6 @@ Status ValidateTaskId(std::string_view id, std::string_view field) {
 Status ValidateTaskKey(std::string_view key, std::string_view field) {
   if (key.size() > kMaxKeyBytes) return Status::InvalidArgument(field, "longer than 200 bytes");
   return ValidateText(key, field);
-}
-
-Status ValidateText(std::string_view text, std::string_view field) {
-  if (text.empty()) return Status::InvalidArgument(field, "must not be empty");
-  const std::string_view id = text;
-  for (size_t i = 0; i < id.size();) {
-    const size_t n = Utf8SequenceLength(id, i);
-    if (n == 0) return Status::InvalidArgument(field, "not valid UTF-8");
-    // C0 controls and DEL, and C1 controls (U+0080-U+009F, encoded C2 80-9F).
-    const auto c = static_cast<unsigned char>(id[i]);
-    const bool c0 = n == 1 && (c < 0x20 || c == 0x7f);
-    const bool c1 = n == 2 && c == 0xc2 && static_cast<unsigned char>(id[i + 1]) < 0xa0;
-    if (c0 || c1) return Status::InvalidArgument(field, "must not contain control characters");
-    i += n;
-  }
-  return {};
 }
 
 Status ValidatePayload(std::string_view payload, std::string_view field) {
@@ -204,7 +172,7 @@ Status ValidateTarget(const WebhookTarget& target, std::string_view field) {
   if (target.timeout < kMinTargetTimeout || target.timeout > kMaxTargetTimeout) {
     return Status::InvalidArgument(Field(field, ".timeout"), "must be between 1 ms and 5 minutes");
   }
-  return {};
+  return WholeMillis(target.timeout, Field(field, ".timeout"));
 }
 
 Status ValidateQueueSettings(const QueueSettings& s, const std::vector<QueueSetting>& reset) {
@@ -249,39 +217,6 @@ Status ValidateQueueSettings(const QueueSettings& s, const std::vector<QueueSett
     }
   }
   return {};
-}
-
-std::string EncodeTarget(const WebhookTarget& target) {
-  nlohmann::json j = nlohmann::json::object();
-  j["url"] = target.url;
-  if (target.method != "POST") j["method"] = target.method;
-  if (!target.headers.empty()) {
-    nlohmann::json headers = nlohmann::json::array();
-    for (const auto& [name, value] : target.headers) headers.push_back({name, value});
-    j["headers"] = std::move(headers);
-  }
-  if (target.timeout != kDefaultTargetTimeout) j["timeout_us"] = target.timeout.count();
-  // Validated targets are UTF-8; replace() only guards against unvalidated ones.
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::optional<WebhookTarget> DecodeTarget(std::string_view json) {
-  try {
-    const nlohmann::json j = nlohmann::json::parse(json);
-    WebhookTarget t;
-    t.url = j.at("url").get<std::string>();
-    if (auto it = j.find("method"); it != j.end()) t.method = it->get<std::string>();
-    if (auto it = j.find("headers"); it != j.end()) {
-      for (const nlohmann::json& h : *it) {
-        t.headers.emplace_back(h.at(0).get<std::string>(), h.at(1).get<std::string>());
-      }
-    }
-    if (auto it = j.find("timeout_us"); it != j.end()) t.timeout = Duration(it->get<int64_t>());
-    return t;
-  } catch (const std::exception& e) {
-    spdlog::warn("stored webhook target is not valid: {}", e.what());
-    return std::nullopt;
-  }
 }
 
 Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int default_max_attempts,
@@ -345,12 +280,64 @@ Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int defa
   return t;
 }
 
-std::string TruncateUtf8(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  size_t end = max;
-  // Step back over continuation bytes so a multi-byte sequence is not split.
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;
-  return std::string(text.substr(0, end));
+Status ValidateScheduleName(std::string_view name, std::string_view field) {
+  if (name.empty()) return Status::InvalidArgument(field, "must not be empty");
+  if (name.size() > kMaxScheduleNameBytes) {
+    return Status::InvalidArgument(field, "longer than 150 bytes");
+  }
+  if (name[0] == '_') {
+    return Status::InvalidArgument(field, "must not start with '_' (reserved for generated ids)");
+  }
+  return ValidateNameChars(name, field);
+}
+
+Result<ScheduleSpec> ValidateScheduleSpec(const ScheduleSpec& spec, Timestamp now) {
+  ScheduleSpec out = spec;
+  CHRONOQ_RETURN_IF_ERROR(ValidateScheduleName(spec.name));
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(spec.queue));
+  const int kinds =
+      int{spec.cron.has_value()} + int{spec.every.has_value()} + int{spec.fixed_delay.has_value()};
+  if (kinds != 1) {
+    return Status::InvalidArgument(
+        "cron", kinds == 0 ? "one of cron, every_ms and fixed_delay_ms is required"
+                           : "give only one of cron, every_ms and fixed_delay_ms");
+  }
+  if (spec.cron) {
+    CronOptions options{spec.tz.value_or("UTC"), spec.dst_gap, spec.dst_repeat};
+    CHRONOQ_RETURN_IF_ERROR(CronExpr::Parse(*spec.cron, options).status());
+    out.tz = options.tz;
+  } else {
+    if (spec.tz) return Status::InvalidArgument("tz", "applies to cron schedules only");
+    if (spec.dst_gap) return Status::InvalidArgument("dst_gap", "applies to cron schedules only");
+    if (spec.dst_repeat) {
+      return Status::InvalidArgument("dst_repeat", "applies to cron schedules only");
+    }
+  }
+  if (spec.every) CHRONOQ_RETURN_IF_ERROR(ValidateInterval(*spec.every, "every_ms"));
+  if (spec.fixed_delay)
+    CHRONOQ_RETURN_IF_ERROR(ValidateInterval(*spec.fixed_delay, "fixed_delay_ms"));
+  if (spec.start) {
+    CHRONOQ_RETURN_IF_ERROR(ValidateDue(*spec.start, now, "start"));
+    CHRONOQ_RETURN_IF_ERROR(WholeMillis(spec.start->time_since_epoch(), "start"));
+  }
+
+  CHRONOQ_RETURN_IF_ERROR(ValidatePayload(spec.payload, "payload"));
+  const nlohmann::ordered_json payload = nlohmann::ordered_json::parse(spec.payload);
+  if (!payload.is_object()) return Status::InvalidArgument("payload", "must be a JSON object");
+  if (payload.contains("scheduled_for")) {
+    return Status::InvalidArgument(
+        "payload", "must not have a scheduled_for member (each occurrence gets one)");
+  }
+  out.payload = payload.dump();
+
+  if (spec.max_catchup < 1 || spec.max_catchup > kMaxCatchupLimit) {
+    return Status::InvalidArgument("max_catchup", "must be between 1 and 10000");
+  }
+  if (spec.max_attempts < 0 || spec.max_attempts > kMaxAttemptsLimit) {
+    return Status::InvalidArgument("max_attempts", "must be between 1 and 1000");
+  }
+  if (spec.target) CHRONOQ_RETURN_IF_ERROR(ValidateTarget(*spec.target));
+  return out;
 }
 
 }  // namespace chronoq

@@ -7,8 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "chronoq/engine.h"
 #include "chronoq/queue.h"
+#include "chronoq/schedule.h"
 #include "chronoq/task.h"
+
+#include "common/text.h"
 
 namespace chronoq {
 
@@ -33,14 +37,13 @@ struct ValidTask {
   std::optional<std::string> key;     // per-key ordering
 };
 
+// The engine's own options (EngineOptions); errors name the member.
+Status ValidateEngineOptions(const EngineOptions& options);
+
 Status ValidateQueueName(std::string_view queue, std::string_view field = "queue");
-// Queue and schedule names: only A-Z a-z 0-9 _ - . :
-Status ValidateNameChars(std::string_view name, std::string_view field);
 Status ValidateTaskId(std::string_view id, std::string_view field = "id");
 // A task's ordering key: 1-200 bytes of UTF-8 without control characters.
 Status ValidateTaskKey(std::string_view key, std::string_view field = "key");
-// Non-empty UTF-8 without control characters (ids, lock keys, owners).
-Status ValidateText(std::string_view text, std::string_view field);
 Status ValidatePayload(std::string_view payload, std::string_view field = "payload");
 Status ValidateLease(Duration lease, std::string_view field = "lease");
 // A due instant must lie between 1970 and 100 years from now.
@@ -84,14 +87,11 @@ Status ValidateQueueSettings(const QueueSettings& settings,
 Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int default_max_attempts,
                                    std::string_view prefix = "");
 
-// The stored form of a webhook target: compact JSON that leaves defaults out,
-// e.g. {"url":"https://example.com/hook","headers":[["X-Key","v"]]}.
-std::string EncodeTarget(const WebhookTarget& target);
-// The inverse of EncodeTarget; nullopt (and a logged warning) when `json` is
-// not a target.
-std::optional<WebhookTarget> DecodeTarget(std::string_view json);
-
-// Cuts `text` to at most `max` bytes without splitting a UTF-8 sequence.
-std::string TruncateUtf8(std::string_view text, size_t max);
+// Checks `spec`; errors are InvalidArgument naming the field ("cron", "tz",
+// "every_ms", "payload", "target.url", ...). The result is normalised: the
+// payload is compact JSON and a cron schedule has its tz. (An every schedule
+// without start is anchored by the engine loop, at the instant it saves it.)
+Result<ScheduleSpec> ValidateScheduleSpec(const ScheduleSpec& spec, Timestamp now);
+Status ValidateScheduleName(std::string_view name, std::string_view field = "name");
 
 }  // namespace chronoq

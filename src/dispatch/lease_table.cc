@@ -1,6 +1,6 @@
 #include "dispatch/lease_table.h"
 
-#include "core/task_id.h"
+#include "common/task_id.h"
 
 namespace chronoq {
 

@@ -1,5 +1,5 @@
-// Schedule definitions: validation, the stored form, and what an occurrence
-// looks like as a task (its id and payload).
+// Schedules: the names of their enums, and what an occurrence looks like as
+// a task (its id and payload). Their JSON form is in codec/json_codec.h.
 #pragma once
 
 #include <optional>
@@ -9,18 +9,6 @@
 #include "chronoq/schedule.h"
 
 namespace chronoq {
-
-// Checks `spec`; errors are InvalidArgument naming the field ("cron", "tz",
-// "every_ms", "payload", "target.url", ...). The result is normalised: the
-// payload is compact JSON and a cron schedule has its tz. (An every schedule
-// without start is anchored by the engine loop, at the instant it saves it.)
-Result<ScheduleSpec> ValidateScheduleSpec(const ScheduleSpec& spec, Timestamp now);
-Status ValidateScheduleName(std::string_view name, std::string_view field = "name");
-
-// The stored form of a (valid) spec: compact JSON, defaults left out.
-std::string EncodeScheduleSpec(const ScheduleSpec& spec);
-// The inverse of EncodeScheduleSpec; DataLoss when `json` is not a spec.
-Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json);
 
 // "<name>@<instant as RFC 3339 UTC>".
 std::string OccurrenceId(std::string_view name, Timestamp at);

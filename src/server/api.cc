@@ -6,8 +6,8 @@
 
 #include "chronoq/time.h"
 
+#include "codec/json_codec.h"
 #include "core/validate.h"
-#include "server/json_codec.h"
 
 namespace chronoq::server {
 namespace {

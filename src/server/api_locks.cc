@@ -7,8 +7,8 @@
 // segment; the engine checks it (field "key").
 #include "chronoq/lock.h"
 
+#include "codec/json_codec.h"
 #include "server/api.h"
-#include "server/json_codec.h"
 
 namespace chronoq::server {
 namespace {

@@ -2,9 +2,9 @@
 // read every queue, so they run on the blocking pool, never on an I/O thread.
 #include "chronoq/time.h"
 
+#include "codec/json_codec.h"
 #include "core/validate.h"
 #include "server/api.h"
-#include "server/json_codec.h"
 #include "server/metrics.h"
 
 namespace chronoq::server {

@@ -4,8 +4,8 @@
 // thread, and bad ones are answered at once.
 #include "chronoq/schedule.h"
 
+#include "codec/json_codec.h"
 #include "server/api.h"
-#include "server/json_codec.h"
 
 namespace chronoq::server {
 namespace {

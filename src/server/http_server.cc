@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "server/json_codec.h"
+#include "codec/json_codec.h"
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>

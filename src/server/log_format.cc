@@ -9,7 +9,7 @@
 
 #include "chronoq/time.h"
 
-#include "server/json_codec.h"
+#include "codec/json_codec.h"
 
 namespace chronoq::server {
 namespace {

@@ -150,8 +150,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   EngineOptions engine_options;
-  engine_options.path = data + "/chronoq.db";
-  engine_options.durability = durability == "full" ? Durability::kFull : Durability::kNormal;
+  engine_options.store = "sqlite:" + data + "/chronoq.db?durability=" + durability;
   auto engine = Engine::Open(engine_options);
   if (!engine.ok()) return Fail(engine.status());
 

@@ -36,7 +36,7 @@ constexpr Timestamp BucketStart(int64_t bucket) {
   return Timestamp(Duration(bucket * (int64_t{1} << kDueBucketShift)));
 }
 
-// A task row. `seq` is the primary key, time-ordered (see core/task_id.h).
+// A task row. `seq` is the primary key, time-ordered (see common/task_id.h).
 struct TaskRow {
   int64_t seq = 0;
   std::optional<std::string> name;  // client-chosen id; unset for generated ids

@@ -3,8 +3,6 @@
 // engine carries on.
 #include <gtest/gtest.h>
 
-#include "core/engine_impl.h"
-#include "store/sqlite/sqlite_store.h"
 #include "support/engine_fixture.h"
 #include "support/faulty_engine_fixture.h"
 

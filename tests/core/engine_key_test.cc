@@ -84,7 +84,7 @@ class EngineKeyTest : public EngineFixture {
   // where a read from the cursor would never find them: must be none.
   int64_t HiddenByCursors() {
     return std::stoll(test::QueryText(
-        Options().path,
+        Options().store,
         "SELECT count(*) FROM tasks t JOIN key_cursors c ON t.qid = c.qid AND t.key = c.key"
         " WHERE t.state = 0 AND t.attempt = 0"
         " AND (t.korder, t.prio, t.seq) <= (c.korder, c.prio, c.seq)"));
@@ -382,7 +382,7 @@ TEST_F(EngineKeyTest, KeysBeyondTheLookaheadComeIntoMemoryInOrder) {
 // task enqueued earlier in the line.
 TEST_F(EngineKeyTest, AKeysCursorIsSavedAndServesAfterARestart) {
   for (int i = 0; i < 150; ++i) AddKeyed("k", "t" + std::to_string(i));
-  const std::string db = Options().path;
+  const std::string db = Options().store;
   auto saved = [&] { return test::QueryText(db, "SELECT seq FROM key_cursors WHERE key='k'"); };
   auto seq_of = [&](const std::string& id) {
     return test::QueryText(db, "SELECT seq FROM tasks WHERE name='" + id + "'");

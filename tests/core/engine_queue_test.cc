@@ -10,8 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include "core/engine_impl.h"
-#include "store/sqlite/sqlite_store.h"
 #include "support/answer.h"
 #include "support/engine_fixture.h"
 #include "support/faulty_engine_fixture.h"
@@ -696,7 +694,7 @@ TEST_F(EngineQueueTest, StatsCountOperationsSharingACommit) {
 TEST_F(EngineQueueTest, ASchema1DatabaseOpensWithItsCounts) {
   engine_.reset();
   EngineOptions o = Options();
-  o.path = dir_.File("v1.db");
+  o.store = dir_.File("v1.db");
   const int64_t now = clock_.Now().time_since_epoch().count();
   const int64_t seq = (now / 1000) << 16;  // a plausible generated seq
   std::string sql = std::string(test::kSchemaV1) +
@@ -709,7 +707,7 @@ TEST_F(EngineQueueTest, ASchema1DatabaseOpensWithItsCounts) {
                     std::to_string(seq + 3) + ", 1, 1, " + std::to_string(now + 10'000'000) +
                     ", 0, 1, 25, '{}', 'z', 41)," + "(" + std::to_string(seq + 4) +
                     ", 1, 4, NULL, 0, 25, 25, '{}', 'w', NULL);";
-  test::ExecRaw(o.path, sql);
+  test::ExecRaw(o.store, sql);
 
   Open(o);
   EXPECT_EQ(CountsOf("mail"), (Counts{2, 1, 0, 0, 1}));

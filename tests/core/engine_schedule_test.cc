@@ -8,6 +8,7 @@
 
 #include "schedule/schedule_spec.h"
 #include "support/engine_fixture.h"
+#include "support/raw_sql.h"
 
 namespace chronoq {
 namespace {
@@ -513,6 +514,69 @@ TEST_F(EngineScheduleTest, ASchedulesWebhookTargetAndTaskOptionsReachEachOccurre
   EXPECT_EQ(l.target->url, "https://example.com/hook");
   EXPECT_EQ(l.max_attempts, 7);
   EXPECT_EQ(engine_->Get(l.id)->priority, -3);
+}
+
+// Schema 7 kept targets and definitions in a JSON form of their own
+// (microseconds, headers as pairs, defaults left out); opening such a store
+// converts them to their API form, and nothing about them changes.
+TEST_F(EngineScheduleTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnchanged) {
+  ScheduleSpec spec;
+  spec.name = "purge";
+  spec.queue = "q";
+  spec.cron = "0 0 3 * * *";
+  spec.tz = "Asia/Seoul";
+  spec.start = t0_ + minutes(1);
+  spec.payload = R"({"rows":1000})";
+  spec.max_catchup = 7;
+  spec.target = WebhookTarget{"https://example.com/x", "PUT", {{"X-Key", "v"}}, seconds(3)};
+  Create(spec);
+  ScheduleSpec fixed = Every(minutes(1), "fixed");
+  fixed.every.reset();
+  fixed.fixed_delay = std::chrono::milliseconds(1500);
+  Create(fixed);
+  TaskSpec hook;
+  hook.queue = "hooks";
+  hook.id = "hook";
+  hook.target = WebhookTarget{"http://127.0.0.1:9/h", "POST", {{"A", "1"}, {"B", "2"}}, seconds(2)};
+  ASSERT_TRUE(engine_->Enqueue(hook).ok());
+  const Schedule purge_before = Get("purge");
+  const Schedule fixed_before = Get("fixed");
+  const std::string db = Options().store;
+  engine_.reset();
+
+  // What schema 7 wrote for the same three (and the purge occurrence).
+  const std::string start_us = std::to_string(spec.start->time_since_epoch().count());
+  test::ExecRaw(db, R"sql(
+    UPDATE tasks SET target = '{"url":"http://127.0.0.1:9/h","headers":[["A","1"],["B","2"]],"timeout_us":2000000}'
+      WHERE name = 'hook';
+    UPDATE tasks SET target = '{"url":"https://example.com/x","method":"PUT","headers":[["X-Key","v"]],"timeout_us":3000000}'
+      WHERE name LIKE 'purge@%';
+    UPDATE schedules SET spec = '{"name":"purge","queue":"q","cron":"0 0 3 * * *","tz":"Asia/Seoul",'
+      || '"start_us":)sql" +
+                        start_us + R"sql(,'
+      || '"payload":{"rows":1000},"misfire":"run_once","max_catchup":7,"overlap":"skip",'
+      || '"target":{"url":"https://example.com/x","method":"PUT","headers":[["X-Key","v"]],"timeout_us":3000000}}'
+      WHERE name = 'purge';
+    UPDATE schedules SET spec = '{"name":"fixed","queue":"q","fixed_delay_us":1500000,'
+      || '"payload":{},"misfire":"run_once","max_catchup":1,"overlap":"skip"}'
+      WHERE name = 'fixed';
+    UPDATE meta SET v = 7 WHERE k = 'schema';
+  )sql");
+  Open();
+  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "8");
+  const Schedule purge = Get("purge");
+  EXPECT_EQ(purge.spec.cron, spec.cron);
+  EXPECT_EQ(purge.spec.tz, spec.tz);
+  EXPECT_EQ(purge.spec.start, spec.start);
+  EXPECT_EQ(purge.spec.payload, spec.payload);
+  EXPECT_EQ(purge.spec.max_catchup, 7);
+  EXPECT_EQ(purge.spec.target, spec.target);
+  EXPECT_EQ(purge.next_run, purge_before.next_run);
+  const Schedule fixed_after = Get("fixed");
+  EXPECT_EQ(fixed_after.spec.fixed_delay, fixed.fixed_delay);
+  EXPECT_EQ(fixed_after.spec.misfire, fixed_before.spec.misfire);
+  EXPECT_EQ(engine_->Get("hook")->target, hook.target);
+  EXPECT_EQ(engine_->Get(*purge.next_task_id)->target, spec.target);
 }
 
 }  // namespace

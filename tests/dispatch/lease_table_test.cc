@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/task_id.h"
+#include "common/task_id.h"
 
 namespace chronoq {
 namespace {

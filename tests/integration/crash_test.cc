@@ -71,7 +71,7 @@ constexpr int kSecondFd = 4;
 // A child's engine on the store at `path`; exits with status 2 if it cannot open.
 std::unique_ptr<Engine> OpenOrExit(const std::string& path) {
   EngineOptions o;
-  o.path = path;
+  o.store = path;
   auto opened = Engine::Open(o);
   if (!opened.ok()) _exit(2);
   return std::move(*opened);
@@ -191,15 +191,15 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
     // round), then kill it wherever it is.
     const size_t target = 400 + 150 * static_cast<size_t>(round);
     Reports r;
-    ASSERT_NO_FATAL_FAILURE(RunAndKill({"tasks", path, std::to_string(round)},
-                                       [&](const Reports& got) { return got.first.size() >= target; },
-                                       r));
+    ASSERT_NO_FATAL_FAILURE(RunAndKill(
+        {"tasks", path, std::to_string(round)},
+        [&](const Reports& got) { return got.first.size() >= target; }, r));
     enqueued.insert(r.first.begin(), r.first.end());
     acked.insert(r.second.begin(), r.second.end());
 
     // Restart and count.
     EngineOptions o;
-    o.path = path;
+    o.store = path;
     auto engine = Engine::Open(o);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     size_t missing = 0, reverted = 0;
@@ -278,7 +278,7 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
     acked.insert(r.second.begin(), r.second.end());
 
     EngineOptions o;
-    o.path = path;
+    o.store = path;
     auto engine = Engine::Open(o);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     for (const std::string& name : created) {
@@ -350,13 +350,12 @@ TEST(CrashTest, AcknowledgedLockGrantsSurviveSigkill) {
   test::TempDir dir;
   const std::string path = dir.File("locks.db");
   Reports r;
-  ASSERT_NO_FATAL_FAILURE(RunAndKill({"locks", path, "0"},
-                                     [](const Reports& got) { return got.first.size() >= 500; },
-                                     r));
+  ASSERT_NO_FATAL_FAILURE(RunAndKill(
+      {"locks", path, "0"}, [](const Reports& got) { return got.first.size() >= 500; }, r));
   const std::vector<std::string>& grants = r.first;
 
   EngineOptions o;
-  o.path = path;
+  o.store = path;
   auto engine = Engine::Open(o);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   uint64_t largest = 0;

@@ -64,7 +64,7 @@ class SqliteStoreTest : public ::testing::Test {
   // Closes the store (if open) and opens the same file again.
   void Reopen() {
     store_.reset();
-    Result<std::unique_ptr<Store>> s = OpenSqliteStore(path_, Durability::kNormal);
+    Result<std::unique_ptr<Store>> s = OpenSqliteStore({.path = path_});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s).value();
   }
@@ -1266,7 +1266,7 @@ TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
   )sql");
 
   {
-    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     Result<StoreMeta> meta = (*store)->LoadMeta();
     ASSERT_TRUE(meta.ok()) << meta.status().ToString();  // the version is current now
@@ -1298,7 +1298,7 @@ TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {
     EXPECT_EQ((*read)->queue, "mail");
   }
   // Opening again migrates nothing twice and keeps what was written.
-  Result<std::unique_ptr<Store>> again = OpenSqliteStore(path, Durability::kNormal);
+  Result<std::unique_ptr<Store>> again = OpenSqliteStore({.path = path});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   Result<std::vector<QueueRow>> queues = (*again)->Queues();
   ASSERT_TRUE(queues.ok());
@@ -1318,7 +1318,7 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
   const std::string path = dir.File("v2.db");
   const Timestamp due = kBase + std::chrono::minutes(30);
   {
-    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
     ASSERT_TRUE(store.ok());
     Result<int64_t> q = (*store)->QueueId("q");
     ASSERT_TRUE((*store)->Begin().ok());
@@ -1345,7 +1345,7 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
       "UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
-  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_TRUE((*store)->LoadMeta().ok());
   EXPECT_NE(DueIndexSql(path).find("due >> 28"), std::string::npos);
@@ -1387,7 +1387,7 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
   const std::string path = dir.File("v6.db");
   int64_t qid = 0;
   {
-    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
     ASSERT_TRUE(store.ok());
     qid = *(*store)->QueueId("q");
     ASSERT_TRUE((*store)->Begin().ok());
@@ -1412,9 +1412,9 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
           "  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;"
           "UPDATE meta SET v=6 WHERE k='schema';");
 
-  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "7");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "8");
   EXPECT_EQ(QueryText(path, "SELECT count(*) FROM sqlite_master WHERE name='tasks_key'"), "0");
   // The waiting tasks are in line by their due; the started one is not.
   Result<std::vector<DueEntry>> head = (*store)->KeyHeads(qid, "k", std::nullopt, 5);
@@ -1434,11 +1434,11 @@ TEST(SqliteStoreMigrationTest, RefusesANewerSchema) {
   test::TempDir dir;
   const std::string path = dir.File("new.db");
   {
-    Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
     ASSERT_TRUE(store.ok());
   }
   ExecRaw(path, "UPDATE meta SET v=99 WHERE k='schema'");
-  Result<std::unique_ptr<Store>> store = OpenSqliteStore(path, Durability::kNormal);
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->LoadMeta().status().code(), StatusCode::kFailedPrecondition);
   store->reset();
@@ -1453,8 +1453,8 @@ TEST(SqliteStoreWalTest, WalStaysBoundedUnderContinuousWrites) {
   const std::string path = dir.File("wal.db");
   // The background checkpointer is kept out of the way so the writer's own
   // checkpoint is what is tested.
-  auto store = OpenSqliteStore(path, Durability::kNormal,
-                               {.checkpoint_pages = 1 << 30, .wal_limit_pages = 64});
+  auto store = OpenSqliteStore(
+      {.path = path, .tuning = {.checkpoint_pages = 1 << 30, .wal_limit_pages = 64}});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   Result<int64_t> q = (*store)->QueueId("q");
   ASSERT_TRUE(q.ok());
@@ -1600,13 +1600,13 @@ namespace chronoq {
 namespace {
 
 TEST_F(SqliteStoreTest, ASecondWriterOnTheSameFileIsRefusedUntilTheFirstCloses) {
-  Result<std::unique_ptr<Store>> second = OpenSqliteStore(path_, Durability::kNormal);
+  Result<std::unique_ptr<Store>> second = OpenSqliteStore({.path = path_});
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(second.status().message().find("another chronoq engine"), std::string::npos)
       << second.status().ToString();
   store_.reset();
-  second = OpenSqliteStore(path_, Durability::kNormal);
+  second = OpenSqliteStore({.path = path_});
   EXPECT_TRUE(second.ok()) << second.status().ToString();
 }
 

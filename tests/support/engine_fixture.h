@@ -40,7 +40,7 @@ class EngineFixture : public ::testing::Test {
  protected:
   EngineOptions Options() {
     EngineOptions o;
-    o.path = dir_.File("chronoq.db");
+    o.store = dir_.File("chronoq.db");
     o.clock = &clock_;
     o.random_seed = 42;
     return o;

@@ -7,7 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/engine_impl.h"
+#include "chronoq/engine.h"
+
 #include "store/sqlite/sqlite_store.h"
 #include "support/engine_fixture.h"
 #include "support/faulty_store.h"
@@ -19,17 +20,16 @@ class FaultyEngineFixture : public ::testing::Test {
   void SetUp() override { Start(); }
   void Start() {
     engine_.reset();
-    auto inner = OpenSqliteStore(dir_.File("chronoq.db"), Durability::kNormal);
+    auto inner = OpenSqliteStore({.path = dir_.File("chronoq.db")});
     ASSERT_TRUE(inner.ok()) << inner.status().ToString();
     auto faulty = std::make_unique<FaultyStore>(std::move(*inner));
     store_ = faulty.get();
     EngineOptions o;
-    o.path = dir_.File("chronoq.db");
     o.clock = &clock_;
     o.random_seed = 7;
-    auto engine = std::make_unique<EngineImpl>(o, std::move(faulty));
-    ASSERT_TRUE(engine->Start().ok());
-    engine_ = std::move(engine);
+    auto engine = Engine::Open(o, std::move(faulty));
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(*engine);
   }
 
   TempDir dir_;

@@ -108,7 +108,7 @@ CREATE TABLE IF NOT EXISTS key_cursors(
   prio INTEGER NOT NULL,
   seq INTEGER NOT NULL,
   PRIMARY KEY(qid, key)) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 7), ('next_token', 1);
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 8), ('next_token', 1);
 )sql";
 
 // The indexes of keyed tasks (store.h), created after any migration added
@@ -124,7 +124,7 @@ CREATE INDEX IF NOT EXISTS tasks_key_retry ON tasks(qid)
   WHERE key IS NOT NULL AND state = 0 AND attempt > 0;
 )sql";
 
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 
 // Schema 1 -> 2: queue settings, paused flag and counts; task targets. The
 // columns are added in the order kSchema declares them, so a migrated database
@@ -200,6 +200,44 @@ UPDATE tasks SET korder = CASE WHEN state = 0 AND attempt = 0 THEN due
   WHERE key IS NOT NULL;
 UPDATE meta SET v=7 WHERE k='schema';
 )sql";
+
+// Schema 7 -> 8: webhook targets and schedule definitions are kept in their
+// API form (codec/json_codec.h: one JSON form per type) instead of a form of
+// their own: milliseconds instead of microseconds, headers as an object,
+// every field written out. The old target form was
+// {"url","method"?,"headers"?:[[name,value],...],"timeout_us"?}. Converting
+// the targets scans the table once (there is no index on target). The new
+// form always has timeout_ms, the old one never did.
+std::string MigrateFrom7() {
+  // The new form of the old target `t` (an SQL expression).
+  const auto target = [](std::string_view t) {
+    std::string sql = R"sql(json_object(
+      'url', json_extract({t}, '$.url'),
+      'method', coalesce(json_extract({t}, '$.method'), 'POST'),
+      'headers', json((SELECT coalesce(json_group_object(json_extract(h.value, '$[0]'),
+                                                         json_extract(h.value, '$[1]')), '{}')
+                       FROM json_each({t}, '$.headers') AS h)),
+      'timeout_ms', max(1, coalesce(json_extract({t}, '$.timeout_us'), 10000000) / 1000)))sql";
+    for (size_t at = sql.find("{t}"); at != std::string::npos; at = sql.find("{t}", at)) {
+      sql.replace(at, 3, t);
+    }
+    return sql;
+  };
+  return "UPDATE tasks SET target = " + target("target") +
+         " WHERE target IS NOT NULL AND json_type(target, '$.timeout_ms') IS NULL;" +
+         R"sql(
+UPDATE schedules SET spec = json_remove(json_set(spec,
+    '$.every_ms', max(1, json_extract(spec, '$.every_us') / 1000),
+    '$.fixed_delay_ms', max(1, json_extract(spec, '$.fixed_delay_us') / 1000),
+    '$.start', json_extract(spec, '$.start_us') / 1000),
+  '$.every_us', '$.fixed_delay_us', '$.start_us');
+UPDATE schedules SET spec = json_set(spec, '$.target', json()sql" +
+         target("json_extract(spec, '$.target')") + R"sql())
+  WHERE json_type(spec, '$.target.timeout_us') IS NOT NULL
+     OR json_type(spec, '$.target.headers') = 'array';
+UPDATE meta SET v=8 WHERE k='schema';
+)sql";
+}
 
 // Rows per batched claim or acknowledgement statement ("seq IN (...)"); unused
 // slots are bound to NULL, which matches nothing. Fewer statements per task
@@ -504,7 +542,11 @@ class SqliteStore final : public Store {
       s = Exec(writer_, kMigrateFrom5);
       version = 6;
     }
-    if (s.ok() && version == 6) s = Exec(writer_, kMigrateFrom6);
+    if (s.ok() && version == 6) {
+      s = Exec(writer_, kMigrateFrom6);
+      version = 7;
+    }
+    if (s.ok() && version == 7) s = Exec(writer_, MigrateFrom7().c_str());
     if (s.ok()) s = Exec(writer_, "COMMIT");
     if (!s.ok()) Exec(writer_, "ROLLBACK").IgnoreError();
     return s;
@@ -1250,16 +1292,16 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, Durability durability,
-                                               SqliteTuning tuning) {
+Result<std::unique_ptr<Store>> OpenSqliteStore(const SqliteOptions& options) {
+  if (options.path.empty()) return Status::InvalidArgument("store", "the SQLite path is empty");
   // SQLite's memory statistics take a global mutex on every allocation (about
   // 10% of the claim/ack path when profiled). This only works before SQLite
   // is first used in the process; if the host program got there first, the
   // call fails harmlessly.
   static std::once_flag config_once;
   std::call_once(config_once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
-  auto store = std::make_unique<SqliteStore>(tuning);
-  CHRONOQ_RETURN_IF_ERROR(store->Open(path, durability));
+  auto store = std::make_unique<SqliteStore>(options.tuning);
+  CHRONOQ_RETURN_IF_ERROR(store->Open(options.path, options.durability));
   return std::unique_ptr<Store>(std::move(store));
 }
 

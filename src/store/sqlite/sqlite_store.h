@@ -7,11 +7,14 @@
 #include <memory>
 #include <string>
 
-#include "chronoq/engine.h"
-
 #include "store/store.h"
 
 namespace chronoq {
+
+// How much a commit survives: kNormal survives a crash of the process (the
+// write is in the OS before the call returns: synchronous=NORMAL in WAL
+// mode); kFull also survives power loss (fsync on every commit; slower).
+enum class Durability { kNormal, kFull };
 
 // When the WAL is copied into the database file. The defaults suit
 // production; tests lower them to exercise both paths.
@@ -23,9 +26,14 @@ struct SqliteTuning {
   int wal_limit_pages = 16384;  // 64 MiB
 };
 
-// Opens (creating, migrating) the database at `path`. Its directory is
+struct SqliteOptions {
+  std::string path;  // the database file
+  Durability durability = Durability::kNormal;
+  SqliteTuning tuning;
+};
+
+// Opens (creating, migrating) the database at options.path. Its directory is
 // created when missing.
-Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, Durability durability,
-                                               SqliteTuning tuning = {});
+Result<std::unique_ptr<Store>> OpenSqliteStore(const SqliteOptions& options);
 
 }  // namespace chronoq

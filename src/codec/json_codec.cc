@@ -1,10 +1,10 @@
-#include "server/json_codec.h"
+#include "codec/json_codec.h"
 
 #include <algorithm>
 
 #include "chronoq/time.h"
 
-namespace chronoq::server {
+namespace chronoq {
 namespace {
 
 // How deep `text` nests arrays and objects, stopping early past `limit`.
@@ -494,8 +494,10 @@ void AppendTarget(std::string& out, const WebhookTarget& target) {
   out += '}';
 }
 
-void AppendSchedule(std::string& out, const Schedule& schedule) {
-  const ScheduleSpec& spec = schedule.spec;
+namespace {
+
+// {"name":...,"target":...: a schedule's definition, without the closing brace.
+void AppendScheduleSpecFields(std::string& out, const ScheduleSpec& spec) {
   out += "{\"name\":";
   AppendString(out, spec.name);
   out += ",\"queue\":";
@@ -534,6 +536,17 @@ void AppendSchedule(std::string& out, const Schedule& schedule) {
   out += spec.max_attempts == 0 ? "null" : std::to_string(spec.max_attempts);
   out += ",\"target\":";
   AppendOptional(out, spec.target, AppendTarget);
+}
+
+}  // namespace
+
+void AppendScheduleSpec(std::string& out, const ScheduleSpec& spec) {
+  AppendScheduleSpecFields(out, spec);
+  out += '}';
+}
+
+void AppendSchedule(std::string& out, const Schedule& schedule) {
+  AppendScheduleSpecFields(out, schedule.spec);
   out += ",\"paused\":";
   out += schedule.paused ? "true" : "false";
   out += ",\"next_run\":";
@@ -617,4 +630,38 @@ std::string ErrorBody(std::string_view code, const Status& status) {
   return out;
 }
 
-}  // namespace chronoq::server
+// --- stored forms ------------------------------------------------------------
+
+std::string EncodeTarget(const WebhookTarget& target) {
+  std::string out;
+  AppendTarget(out, target);
+  return out;
+}
+
+Result<WebhookTarget> DecodeTarget(std::string_view json) {
+  Result<WebhookTarget> target = [&]() -> Result<WebhookTarget> {
+    CHRONOQ_ASSIGN_OR_RETURN(const Json object, ParseBody(json));
+    return ParseTarget(object, "target.");
+  }();
+  if (target.ok()) return target;
+  return Status(StatusCode::kDataLoss,
+                "stored webhook target is corrupt (" + target.status().message() + ")");
+}
+
+std::string EncodeScheduleSpec(const ScheduleSpec& spec) {
+  std::string out;
+  AppendScheduleSpec(out, spec);
+  return out;
+}
+
+Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json) {
+  Result<ScheduleSpec> spec = [&]() -> Result<ScheduleSpec> {
+    CHRONOQ_ASSIGN_OR_RETURN(const Json object, ParseBody(json));
+    return ParseScheduleSpec(object);
+  }();
+  if (spec.ok()) return spec;
+  return Status(StatusCode::kDataLoss,
+                "stored schedule is corrupt (" + spec.status().message() + ")");
+}
+
+}  // namespace chronoq

@@ -1,12 +1,12 @@
 // The wire format: strict reading (types, ranges, unknown fields, nesting)
 // and hand-written output that must be valid JSON.
-#include "server/json_codec.h"
+#include "codec/json_codec.h"
 
 #include <gtest/gtest.h>
 
 #include "chronoq/time.h"
 
-namespace chronoq::server {
+namespace chronoq {
 namespace {
 
 TEST(JsonCodecTest, BodyMustBeAnObjectOfBoundedDepth) {
@@ -114,5 +114,74 @@ TEST(JsonCodecTest, ErrorBodyOmitsAnEmptyField) {
             "run_at");
 }
 
+TEST(StoredFormTest, AScheduleDefinitionRoundTrips) {
+  ScheduleSpec s;
+  s.name = "purge";
+  s.queue = "maintenance";
+  s.cron = "0 0 3 * * *";
+  s.tz = "Asia/Seoul";
+  s.dst_gap = DstGap::kSkip;
+  s.dst_repeat = DstRepeat::kTwice;
+  s.start = *ParseTime("2026-11-22T00:00:00Z") + std::chrono::hours(1);
+  s.payload = R"({"rows":1000})";
+  s.misfire = Misfire::kRunAll;
+  s.max_catchup = 7;
+  s.overlap = Overlap::kQueueOne;
+  s.priority = -2;
+  s.max_attempts = 9;
+  s.target =
+      WebhookTarget{"https://example.com/x", "PUT", {{"X-Key", "v"}}, std::chrono::seconds(3)};
+  Result<ScheduleSpec> back = DecodeScheduleSpec(EncodeScheduleSpec(s));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->name, s.name);
+  EXPECT_EQ(back->queue, s.queue);
+  EXPECT_EQ(back->cron, s.cron);
+  EXPECT_EQ(back->tz, s.tz);
+  EXPECT_EQ(back->dst_gap, s.dst_gap);
+  EXPECT_EQ(back->dst_repeat, s.dst_repeat);
+  EXPECT_EQ(back->start, s.start);
+  EXPECT_EQ(back->payload, s.payload);
+  EXPECT_EQ(back->misfire, s.misfire);
+  EXPECT_EQ(back->max_catchup, s.max_catchup);
+  EXPECT_EQ(back->overlap, s.overlap);
+  EXPECT_EQ(back->priority, s.priority);
+  EXPECT_EQ(back->max_attempts, s.max_attempts);
+  EXPECT_EQ(back->target, s.target);
+
+  ScheduleSpec d;
+  d.name = "d";
+  d.queue = "q";
+  d.fixed_delay = std::chrono::milliseconds(1500);
+  back = DecodeScheduleSpec(EncodeScheduleSpec(d));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->fixed_delay, d.fixed_delay);
+  EXPECT_FALSE(back->every.has_value());
+  EXPECT_FALSE(back->target.has_value());
+
+  EXPECT_EQ(DecodeScheduleSpec("{\"name\":1}").status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeScheduleSpec("not json").status().code(), StatusCode::kDataLoss);
+}
+
+TEST(StoredFormTest, AWebhookTargetIsKeptInItsWireFormAndRoundTrips) {
+  const WebhookTarget plain{"https://hooks.example.com/expire?share=42"};
+  EXPECT_EQ(EncodeTarget(plain),
+            R"({"url":"https://hooks.example.com/expire?share=42","method":"POST","headers":{},)"
+            R"("timeout_ms":10000})");
+  WebhookTarget t = plain;
+  t.method = "DELETE";
+  t.headers = {{"Authorization", "Bearer \"x\""}, {"X-Tab", "a\tb"}, {"X-Utf8", "caf\xc3\xa9"}};
+  t.timeout = std::chrono::milliseconds(1500);
+  Result<WebhookTarget> back = DecodeTarget(EncodeTarget(t));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, t);
+}
+
+TEST(StoredFormTest, GarbageIsDataLoss) {
+  for (const char* bad :
+       {"", "{", R"({"method":"PUT"})", R"({"url":"http://h","headers":[["n"]]})"}) {
+    EXPECT_EQ(DecodeTarget(bad).status().code(), StatusCode::kDataLoss) << bad;
+  }
+}
+
 }  // namespace
-}  // namespace chronoq::server
+}  // namespace chronoq

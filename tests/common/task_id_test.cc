@@ -1,4 +1,4 @@
-#include "core/task_id.h"
+#include "common/task_id.h"
 
 #include <chrono>
 #include <cstdint>

@@ -1,4 +1,5 @@
-// The wire format of chronoqd: request bodies in, task and schedule JSON out.
+// The JSON form of chronoq's types: what chronoqd reads and writes on the
+// wire, and (for webhook targets and schedule definitions) what the store keeps.
 //
 // Reading is strict: a body is one JSON object nested at most 64 levels,
 // every field has one type and range, and a field nobody asked for is an
@@ -21,7 +22,7 @@
 #include "chronoq/schedule.h"
 #include "chronoq/task.h"
 
-namespace chronoq::server {
+namespace chronoq {
 
 using Json = nlohmann::json;
 
@@ -113,6 +114,9 @@ void AppendPage(std::string& out, std::string_view key, const std::vector<T>& it
 }
 void AppendLease(std::string& out, const Lease& lease);
 void AppendTarget(std::string& out, const WebhookTarget& target);
+// The definition alone, as POST /v1/schedules takes it.
+void AppendScheduleSpec(std::string& out, const ScheduleSpec& spec);
+// The definition and where the schedule stands (GET /v1/schedules/{name}).
 void AppendSchedule(std::string& out, const Schedule& schedule);
 // {"key":...,"token":N,"expires_at":...}: a lock grant on `key`.
 void AppendLockGrant(std::string& out, std::string_view key, const LockGrant& grant);
@@ -122,4 +126,14 @@ void AppendLockInfo(std::string& out, const LockInfo& info);
 // {"error":{"code":...,"message":...,"field":...}}; the field only when set.
 std::string ErrorBody(std::string_view code, const Status& status);
 
-}  // namespace chronoq::server
+// --- stored forms -------------------------------------------------------------
+// A type has one JSON form: the store keeps webhook targets and schedule
+// definitions exactly as the API writes them, and reads them back with the
+// API's own strict reader. Decoding errors are DataLoss (the store is
+// corrupt), with the reader's message.
+std::string EncodeTarget(const WebhookTarget& target);
+Result<WebhookTarget> DecodeTarget(std::string_view json);
+std::string EncodeScheduleSpec(const ScheduleSpec& spec);
+Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json);
+
+}  // namespace chronoq
