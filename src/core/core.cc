@@ -85,7 +85,10 @@ bool ClaimOp::Run(Core& core) {
 }
 
 Core::Core(Store& store, Clock& clock, const EngineOptions& options)
-    : store_(store), clock_(clock), options_(options) {
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      locks_(store, [this] { return next_token_++; }) {
   rng_.seed(options.random_seed != 0 ? options.random_seed : std::random_device{}());
 }
 
@@ -111,7 +114,7 @@ Status Core::Recover() {
                            store_.NextScheduledBucket(DueBucket(Timestamp::min())));
   if (first) beyond_ = BucketStart(*first);
   CHRONOQ_ASSIGN_OR_RETURN(next_purge_, store_.NextPurgeDue());
-  CHRONOQ_RETURN_IF_ERROR(LoadLocks());
+  CHRONOQ_RETURN_IF_ERROR(locks_.Load());
   return Refill(clock_.Now());
 }
 
@@ -131,16 +134,7 @@ Status Core::Reload() {
   cursor_saves_.clear();
   // Held locks come back from the store; waiters stay queued, and keys that
   // turn out free are handed to them by the next TimedWork.
-  lock_leases_.clear();
-  for (auto it = locks_.begin(); it != locks_.end();) {
-    it->second.held = false;
-    if (it->second.waiters.empty()) {
-      it = locks_.erase(it);
-    } else {
-      lock_handovers_.push_back(it->first);
-      ++it;
-    }
-  }
+  locks_.Forget();
   return Recover();
 }
 
@@ -781,13 +775,7 @@ void Core::Park(ClaimOp* op) {
 }
 
 void Core::ReleaseParked(const std::string& queue) {
-  if (queue.empty()) {
-    while (!lock_waits_.empty()) {
-      LockOp* op = PopFirstWait();
-      op->result = Status::Unavailable("the engine is stopping");
-      released_.push_back(op);
-    }
-  }
+  if (queue.empty()) locks_.AnswerAllWaiters(Status::Unavailable("the engine is stopping"));
   for (auto it = parked_deadlines_.begin(); it != parked_deadlines_.end();) {
     ClaimOp* op = it->second;
     if (!queue.empty() && op->queue != queue) {
@@ -820,8 +808,11 @@ void Core::ServeParked(int64_t qid, std::vector<Op*>& finished) {
 
 Status Core::TimedWork(std::vector<Op*>& finished) {
   const Timestamp now = clock_.Now();
-  // Also hands over released parked claims and lock waits.
-  CHRONOQ_RETURN_IF_ERROR(LockTimedWork(now, finished));
+  std::vector<LockWait*> answered;
+  CHRONOQ_RETURN_IF_ERROR(locks_.TimedWork(now, answered));
+  for (LockWait* wait : answered) finished.push_back(static_cast<LockOp*>(wait));
+  finished.insert(finished.end(), released_.begin(), released_.end());
+  released_.clear();
 
   // Lapsed leases: the worker vanished or is too slow. The attempt was counted
   // at claim time; the task is claimable again at once, or dead if that was
@@ -945,10 +936,7 @@ Timestamp Core::NextWake() const {
     wake = std::min(wake, *beyond_ - options_.lookahead);
   }
   if (next_purge_) wake = std::min(wake, *next_purge_);
-  if (!lock_leases_.empty()) wake = std::min(wake, lock_leases_.begin()->first);
-  if (!lock_waits_.empty()) wake = std::min(wake, lock_waits_.begin()->first);
-  if (!lock_handovers_.empty()) wake = Timestamp::min();
-  return wake;
+  return std::min(wake, locks_.NextWake());
 }
 
 }  // namespace chronoq

@@ -33,6 +33,7 @@
 #include "common/task_id.h"
 #include "core/validate.h"
 #include "dispatch/lease_table.h"
+#include "locks/lock_table.h"
 #include "store/store.h"
 #include "timer/window.h"
 
@@ -118,21 +119,13 @@ class ClaimOp : public Op {
   std::list<ClaimOp*>::iterator parked_at_;
 };
 
-// A lock acquisition that waits for the key to be free (core/locks.cc).
-class LockOp : public Op {
+// A lock acquisition that waits for the key to be free: the lock table's
+// LockWait, run and finished as an op. (Every LockWait the Core hands the
+// table is a LockOp, so what the table answers is one.)
+class LockOp : public Op, public LockWait {
  public:
-  LockOp(std::string lock_key, LockRequest lock_request, Timestamp wait_until)
-      : key(std::move(lock_key)), request(std::move(lock_request)), deadline(wait_until) {}
+  using LockWait::LockWait;
   bool Run(Core& core) override;
-
-  const std::string key;
-  const LockRequest request;
-  const Timestamp deadline;
-  Result<LockGrant> result{LockGrant{}};
-
- private:
-  friend class Core;
-  std::list<LockOp*>::iterator waiting_at_;
 };
 
 class Core {
@@ -172,7 +165,7 @@ class Core {
   // engine was down. Once, at start, after Recover().
   Status CatchUpSchedules();
 
-  // --- keyed locks (inside the transaction; core/locks.cc) ---
+  // --- keyed locks (inside the transaction; locks/lock_table.h) ---
   // Grants the lock when the key is free (true), answers DeadlineExceeded
   // when op->deadline has passed (true), or queues `op` behind the holder
   // (false); TimedWork finishes it later.
@@ -208,9 +201,9 @@ class Core {
   Timestamp NextWake() const;
 
   size_t window_size() const { return window_.size(); }
-  size_t lock_keys() const { return locks_.size(); }
-  size_t locks_held() const { return lock_leases_.size(); }
-  size_t lock_waiters() const { return lock_waits_.size(); }
+  size_t lock_keys() const { return locks_.keys(); }
+  size_t locks_held() const { return locks_.held(); }
+  size_t lock_waiters() const { return locks_.waiters(); }
   size_t running() const { return leases_.size(); }
 
  private:
@@ -352,28 +345,6 @@ class Core {
   // Saves the queued key cursors (BeforeCommit).
   Status FlushKeyCursors();
 
-  // --- keyed locks (core/locks.cc) ---
-  struct LockState {
-    bool held = false;
-    uint64_t token = 0;
-    std::string owner;
-    Timestamp expires;
-    std::list<LockOp*> waiters;  // first come, first served
-  };
-  Status LoadLocks();
-  // Makes the key's lock held by a new grant.
-  Result<LockGrant> Grant(const std::string& key, LockState& lock, const LockRequest& request,
-                          Timestamp now);
-  // The held lock `key` is free: the next waiter gets it (its op is finished
-  // by TimedWork), or the key is forgotten.
-  void HandOver(std::map<std::string, LockState>::iterator it, Timestamp now);
-  // The current grant of `key` with `token`, or FailedPrecondition.
-  Result<LockState*> Held(const std::string& key, uint64_t token);
-  // Removes the waiter whose wait ends first. REQUIRES: !lock_waits_.empty()
-  LockOp* PopFirstWait();
-  // Frees lapsed leases and answers waits that ran out.
-  Status LockTimedWork(Timestamp now, std::vector<Op*>& finished);
-
   // --- schedules (core/schedules.cc) ---
   // A scheduled occurrence was claimed / finished (succeeded, dead or
   // cancelled): the schedule records it and creates its next occurrence
@@ -433,14 +404,9 @@ class Core {
 
   std::unordered_map<int64_t, std::list<ClaimOp*>> parked_;  // per queue, FIFO
   std::set<std::pair<Timestamp, ClaimOp*>> parked_deadlines_;
-  std::vector<Op*> released_;  // parked claims and lock waits answered outside TimedWork
+  std::vector<Op*> released_;  // parked claims answered outside TimedWork
 
-  // Keys with a holder or waiters; a key with neither is erased (a tree, so
-  // erasing gives the memory back).
-  std::map<std::string, LockState> locks_;
-  std::set<std::pair<Timestamp, std::string>> lock_leases_;  // held locks by lease end
-  std::set<std::pair<Timestamp, LockOp*>> lock_waits_;       // waiters by deadline
-  std::vector<std::string> lock_handovers_;                  // keys freed by Reload() with waiters
+  LockTable locks_;  // its tokens come from next_token_
 };
 
 }  // namespace chronoq
