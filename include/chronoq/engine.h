@@ -103,6 +103,22 @@ struct AckRequest {
   std::string response;
 };
 
+// A claim that first acknowledges the tasks of the previous one
+// (Engine::ClaimAsync): a worker's loop in one request.
+struct ClaimRequest {
+  std::string queue;
+  int max = 1;
+  Duration lease = std::chrono::seconds(30);
+  Duration wait = Duration::zero();
+  // Acknowledged before the claim, usually in the same commit, so the claim
+  // can take what they free (the next task of their keys).
+  std::vector<AckRequest> acks;
+};
+struct ClaimAnswer {
+  std::vector<Lease> leases;
+  std::vector<Status> acks;  // one per ClaimRequest::acks, in order
+};
+
 class Engine {
  public:
   // Opens (creating if needed) the store options.store names and starts the
@@ -258,6 +274,11 @@ class Engine {
   virtual void RetryAsync(std::string id, Done<Task> done) = 0;
   virtual void ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
                           Done<std::vector<Lease>> done) = 0;
+  // Acknowledges request.acks, then claims. Bad arguments (the claim's or
+  // any acknowledgement's) refuse the whole request before anything is done;
+  // otherwise an error of the acknowledgements' commit, or the claim's, is
+  // the answer.
+  virtual void ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) = 0;
   virtual void AckManyAsync(std::vector<AckRequest> acks, Done<std::vector<Status>> done) = 0;
   // `response`, when not empty, is kept as the task's last_response.
   virtual void FailAsync(std::string id, uint64_t token, std::string error,

@@ -26,18 +26,12 @@
 #include <string_view>
 
 #include "chronoq/clock.h"
+#include "chronoq/limits.h"
 #include "chronoq/result.h"
 
 namespace chronoq {
 
 class Engine;
-
-// Limits on lock requests.
-inline constexpr size_t kMaxLockKeyBytes = 200;
-inline constexpr size_t kMaxLockOwnerBytes = 200;
-inline constexpr Duration kMaxLockWait = std::chrono::hours(1);
-inline constexpr Duration kMinLockLease = std::chrono::milliseconds(1);
-inline constexpr Duration kMaxLockLease = std::chrono::hours(24 * 7);
 
 struct LockRequest {
   // How long to wait for the lock; zero: try once (a try-lock).

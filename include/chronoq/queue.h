@@ -20,19 +20,10 @@
 #include <vector>
 
 #include "chronoq/clock.h"
+#include "chronoq/limits.h"
 #include "chronoq/task.h"
 
 namespace chronoq {
-
-// Limits on queue settings.
-inline constexpr int kMaxQueueConcurrency = 100'000;
-inline constexpr Duration kMaxQueueBackoffCap = std::chrono::hours(24 * 7);
-inline constexpr Duration kMaxQueueRetention = std::chrono::hours(24 * 3650);
-
-inline constexpr int kMaxInFlightPerKey = 100'000;
-inline constexpr int64_t kMaxPendingPerKey = 1'000'000'000;
-inline constexpr int kMaxRateLimitCount = 1'000'000;
-inline constexpr Duration kMaxRateLimitPeriod = std::chrono::hours(24);
 
 // At most `count` tasks handed out per sliding `period`.
 struct RateLimit {
@@ -82,7 +73,7 @@ enum class QueueSetting {
   kInFlightPerKey,
   kPendingPerKey,
 };
-// Its QueueSettings member's name ("concurrency", "retention", ...).
+// Its name in the API, as errors name it ("concurrency", "retention_ms", ...).
 std::string_view QueueSettingName(QueueSetting setting);
 
 struct QueueInfo {

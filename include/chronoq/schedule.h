@@ -52,6 +52,7 @@
 
 #include "chronoq/clock.h"
 #include "chronoq/cron.h"
+#include "chronoq/limits.h"
 #include "chronoq/result.h"
 #include "chronoq/task.h"
 
@@ -71,13 +72,6 @@ std::string_view DstGapName(DstGap g);
 Result<DstGap> ParseDstGap(std::string_view text, std::string_view field = "dst_gap");
 std::string_view DstRepeatName(DstRepeat r);
 Result<DstRepeat> ParseDstRepeat(std::string_view text, std::string_view field = "dst_repeat");
-
-// Limits on schedules.
-inline constexpr size_t kMaxScheduleNameBytes = 150;
-inline constexpr Duration kMinScheduleInterval = std::chrono::milliseconds(1);
-inline constexpr Duration kMaxScheduleInterval = std::chrono::hours(24 * 366 * 10);
-inline constexpr int kMaxCatchupLimit = 10'000;
-inline constexpr int kMaxNextCount = 1000;
 
 struct ScheduleSpec {
   // 1-150 bytes of [A-Za-z0-9_.:-], not starting with '_' (no '@': it

@@ -34,11 +34,26 @@ enum class StatusCode {
 // "invalid_argument", "not_found", ...: the spelling used on the wire.
 std::string_view StatusCodeName(StatusCode code);
 
+// Why, beyond the code, for the errors a caller must tell apart from others
+// of their code: a worker drops a task whose token went stale, retries a full
+// backlog later, and reports a lock that stayed busy. chronoqd sends the
+// reason's name as the error code ("stale_token", ...).
+enum class StatusReason {
+  kNone = 0,
+  kStaleToken,       // FailedPrecondition: the lease or lock token is not current
+  kLockWaitTimeout,  // DeadlineExceeded: the lock stayed held for the whole wait
+  kKeyBacklogFull,   // ResourceExhausted: the key's max_pending_per_key is reached
+};
+
+// "stale_token", "lock_wait_timeout", "key_backlog_full"; "" for kNone.
+std::string_view StatusReasonName(StatusReason reason);
+
 class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
-  Status(StatusCode code, std::string message, std::string field = {})
-      : code_(code), message_(std::move(message)), field_(std::move(field)) {}
+  Status(StatusCode code, std::string message, std::string field = {},
+         StatusReason reason = StatusReason::kNone)
+      : code_(code), message_(std::move(message)), field_(std::move(field)), reason_(reason) {}
 
   static Status Ok() { return {}; }
   // Bad input: the message becomes "<field>: <reason>".
@@ -67,6 +82,7 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
   // The request field the error is about ("run_at", "tasks[3].id"), or empty.
   const std::string& field() const { return field_; }
+  StatusReason reason() const { return reason_; }
   // "ok" or "<code name>: <message>".
   std::string ToString() const;
 
@@ -79,6 +95,7 @@ class [[nodiscard]] Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   std::string field_;
+  StatusReason reason_ = StatusReason::kNone;
 };
 
 }  // namespace chronoq

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "chronoq/clock.h"
+#include "chronoq/limits.h"
 #include "chronoq/result.h"
 
 namespace chronoq {
@@ -48,22 +49,6 @@ struct Backoff {
 
   friend bool operator==(const Backoff&, const Backoff&) = default;
 };
-
-// Limits on client input.
-inline constexpr size_t kMaxIdBytes = 200;
-inline constexpr size_t kMaxKeyBytes = 200;
-inline constexpr size_t kMaxQueueNameBytes = 100;
-inline constexpr size_t kMaxPayloadBytes = 256 * 1024;
-inline constexpr int kMaxAttemptsLimit = 1000;
-inline constexpr Duration kMaxDelay = std::chrono::hours(24 * 365 * 100);  // 100 years
-
-// Limits on webhook targets.
-inline constexpr size_t kMaxTargetUrlBytes = 2048;
-inline constexpr size_t kMaxTargetHeaders = 32;
-inline constexpr size_t kMaxTargetHeaderValueBytes = 8192;
-inline constexpr Duration kMinTargetTimeout = std::chrono::milliseconds(1);
-inline constexpr Duration kMaxTargetTimeout = std::chrono::minutes(5);
-inline constexpr Duration kDefaultTargetTimeout = std::chrono::seconds(10);
 
 // An HTTP request to make when the task runs. The engine only stores it and
 // hands it out with each claim; chronoqd delivers it.

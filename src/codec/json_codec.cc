@@ -56,11 +56,6 @@ std::string_view TypeName(const Json& v) {
 // Epoch milliseconds accepted for times: 1970 to the end of 9999.
 constexpr int64_t kMaxEpochMillis = 253402300799999;
 
-// Bounds on schedule texts the engine parses (far above any real one).
-constexpr size_t kMaxCronBytes = 1024;
-constexpr size_t kMaxZoneBytes = 128;
-constexpr size_t kMaxEnumNameBytes = 32;
-
 int64_t Millis(Duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
@@ -71,7 +66,7 @@ Status ReadEnum(ObjectReader& r, std::string_view name,
                 Result<Enum> (*parse)(std::string_view, std::string_view),
                 std::optional<Enum>& out) {
   std::optional<std::string> text;
-  CHRONOQ_RETURN_IF_ERROR(r.String(name, text, kMaxEnumNameBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.String(name, text));
   if (text) {
     CHRONOQ_ASSIGN_OR_RETURN(out, parse(*text, r.Field(name)));
   }
@@ -116,20 +111,14 @@ const Json* ObjectReader::Find(std::string_view name) {
   return &*it;
 }
 
-Status ObjectReader::String(std::string_view name, std::optional<std::string>& out,
-                            size_t max_bytes) {
+Status ObjectReader::String(std::string_view name, std::optional<std::string>& out) {
   const Json* v = Find(name);
   if (v == nullptr) return {};
   if (!v->is_string()) {
     return Status::InvalidArgument(Field(name),
                                    "must be a string, not " + std::string(TypeName(*v)));
   }
-  const auto& s = v->get_ref<const std::string&>();
-  if (s.size() > max_bytes) {
-    return Status::InvalidArgument(Field(name),
-                                   "longer than " + std::to_string(max_bytes) + " bytes");
-  }
-  out = s;
+  out = v->get_ref<const std::string&>();
   return {};
 }
 
@@ -158,12 +147,18 @@ Status ObjectReader::Int(std::string_view name, std::optional<int64_t>& out, int
   return {};
 }
 
-Status ObjectReader::Millis(std::string_view name, std::optional<Duration>& out, Duration min,
-                            Duration max) {
+Status ObjectReader::Int(std::string_view name, std::optional<int>& out) {
+  std::optional<int64_t> wide;
+  CHRONOQ_RETURN_IF_ERROR(Int(name, wide, INT32_MIN, INT32_MAX));
+  if (wide) out = static_cast<int>(*wide);
+  return {};
+}
+
+Status ObjectReader::Millis(std::string_view name, std::optional<Duration>& out) {
+  // Any count of milliseconds a Duration (int64 microseconds) can hold.
+  constexpr int64_t kLimit = INT64_MAX / 1000;
   std::optional<int64_t> ms;
-  CHRONOQ_RETURN_IF_ERROR(Int(name, ms,
-                              std::chrono::duration_cast<std::chrono::milliseconds>(min).count(),
-                              std::chrono::duration_cast<std::chrono::milliseconds>(max).count()));
+  CHRONOQ_RETURN_IF_ERROR(Int(name, ms, -kLimit, kLimit));
   if (ms) out = std::chrono::milliseconds(*ms);
   return {};
 }
@@ -236,6 +231,34 @@ Status ReadToken(ObjectReader& r, uint64_t& token) {
   return {};
 }
 
+namespace {
+
+// 0 means "not given" to the engine (the queue's default applies), so a
+// given 0 cannot be passed on: it is refused here, where it is still known
+// to have been given.
+Status PositiveIfGiven(const ObjectReader& r, std::string_view name,
+                       const std::optional<int>& value) {
+  if (value && *value == 0) {
+    return Status::InvalidArgument(r.Field(name),
+                                   "must be at least 1 (leave it out for the "
+                                   "default)");
+  }
+  return {};
+}
+
+// {base_ms, cap_ms?}: without a cap, the default cap, or the base if larger.
+Result<Backoff> ReadBackoff(const Json& object, std::string prefix) {
+  ObjectReader b(object, std::move(prefix));
+  std::optional<Duration> base, cap;
+  CHRONOQ_RETURN_IF_ERROR(b.Required("base_ms"));
+  CHRONOQ_RETURN_IF_ERROR(b.Millis("base_ms", base));
+  CHRONOQ_RETURN_IF_ERROR(b.Millis("cap_ms", cap));
+  CHRONOQ_RETURN_IF_ERROR(b.Finish());
+  return Backoff{.base = *base, .cap = cap.value_or(std::max(*base, Backoff().cap))};
+}
+
+}  // namespace
+
 Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix) {
   if (!object.is_object()) {
     std::string where = prefix.empty() ? "body" : prefix.substr(0, prefix.size() - 1);
@@ -244,38 +267,33 @@ Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix) {
   ObjectReader r(object, prefix);
   TaskSpec spec;
   std::optional<std::string> queue, id, on_conflict, payload, key;
-  std::optional<int64_t> max_attempts, priority;
-  std::optional<Duration> delay;
-  std::optional<Timestamp> run_at;
+  std::optional<int> max_attempts, priority;
   const Json* backoff = nullptr;
   const Json* target = nullptr;
   CHRONOQ_RETURN_IF_ERROR(r.Required("queue"));
-  CHRONOQ_RETURN_IF_ERROR(r.String("queue", queue, kMaxQueueNameBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.String("queue", queue));
   CHRONOQ_RETURN_IF_ERROR(r.Value("payload", payload));
-  CHRONOQ_RETURN_IF_ERROR(r.Time("run_at", run_at));
-  CHRONOQ_RETURN_IF_ERROR(r.Millis("delay_ms", delay, Duration::zero(), kMaxDelay));
-  CHRONOQ_RETURN_IF_ERROR(r.String("id", id, kMaxIdBytes));
-  CHRONOQ_RETURN_IF_ERROR(r.String("on_conflict", on_conflict, 16));
-  CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts, 1, kMaxAttemptsLimit));
-  CHRONOQ_RETURN_IF_ERROR(r.Int("priority", priority, INT32_MIN, INT32_MAX));
+  CHRONOQ_RETURN_IF_ERROR(r.Time("run_at", spec.run_at));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("delay_ms", spec.delay));
+  CHRONOQ_RETURN_IF_ERROR(r.String("id", id));
+  CHRONOQ_RETURN_IF_ERROR(r.String("on_conflict", on_conflict));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("priority", priority));
   CHRONOQ_RETURN_IF_ERROR(r.Object("backoff", backoff));
   CHRONOQ_RETURN_IF_ERROR(r.Object("target", target));
-  CHRONOQ_RETURN_IF_ERROR(r.String("key", key, kMaxKeyBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.String("key", key));
   CHRONOQ_RETURN_IF_ERROR(r.Finish());
-  if (run_at && delay)
-    return Status::InvalidArgument(r.Field("delay_ms"), "give run_at or delay_ms, not both");
+  CHRONOQ_RETURN_IF_ERROR(PositiveIfGiven(r, "max_attempts", max_attempts));
 
   spec.queue = std::move(*queue);
   if (payload) spec.payload = std::move(*payload);
-  spec.run_at = run_at;
-  spec.delay = delay;
+  // The engine reads an empty id or key as "none": one given must say
+  // something.
   if (id) {
     if (id->empty()) return Status::InvalidArgument(r.Field("id"), "must not be empty");
     spec.id = std::move(*id);
   }
   if (key) {
-    // The engine reads an empty key as "none": one given must say something.
-    // It checks the text (UTF-8, no control characters) by field.
     if (key->empty()) return Status::InvalidArgument(r.Field("key"), "must not be empty");
     spec.key = std::move(*key);
   }
@@ -283,16 +301,10 @@ Result<TaskSpec> ParseTaskSpec(const Json& object, const std::string& prefix) {
     CHRONOQ_ASSIGN_OR_RETURN(spec.on_conflict,
                              ParseOnConflict(*on_conflict, r.Field("on_conflict")));
   }
-  if (max_attempts) spec.max_attempts = static_cast<int>(*max_attempts);
-  if (priority) spec.priority = static_cast<int>(*priority);
+  spec.max_attempts = max_attempts.value_or(0);
+  spec.priority = priority.value_or(0);
   if (backoff != nullptr) {
-    ObjectReader b(*backoff, r.Field("backoff."));
-    std::optional<Duration> base, cap;
-    CHRONOQ_RETURN_IF_ERROR(b.Required("base_ms"));
-    CHRONOQ_RETURN_IF_ERROR(b.Millis("base_ms", base, std::chrono::milliseconds(1), kMaxDelay));
-    CHRONOQ_RETURN_IF_ERROR(b.Millis("cap_ms", cap, std::chrono::milliseconds(1), kMaxDelay));
-    CHRONOQ_RETURN_IF_ERROR(b.Finish());
-    spec.backoff = Backoff{.base = *base, .cap = cap.value_or(Backoff().cap)};
+    CHRONOQ_ASSIGN_OR_RETURN(spec.backoff, ReadBackoff(*backoff, r.Field("backoff.")));
   }
   if (target != nullptr) {
     CHRONOQ_ASSIGN_OR_RETURN(spec.target, ParseTarget(*target, r.Field("target.")));
@@ -307,10 +319,10 @@ Result<WebhookTarget> ParseTarget(const Json& object, const std::string& prefix)
   std::optional<Duration> timeout;
   const Json* headers = nullptr;
   CHRONOQ_RETURN_IF_ERROR(r.Required("url"));
-  CHRONOQ_RETURN_IF_ERROR(r.String("url", url, kMaxTargetUrlBytes));
-  CHRONOQ_RETURN_IF_ERROR(r.String("method", method, 16));
+  CHRONOQ_RETURN_IF_ERROR(r.String("url", url));
+  CHRONOQ_RETURN_IF_ERROR(r.String("method", method));
   CHRONOQ_RETURN_IF_ERROR(r.Object("headers", headers));
-  CHRONOQ_RETURN_IF_ERROR(r.Millis("timeout_ms", timeout, kMinTargetTimeout, kMaxTargetTimeout));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("timeout_ms", timeout));
   CHRONOQ_RETURN_IF_ERROR(r.Finish());
   target.url = std::move(*url);
   if (method) target.method = std::move(*method);
@@ -332,31 +344,30 @@ Result<ScheduleSpec> ParseScheduleSpec(const Json& object,
   ObjectReader r(object);
   ScheduleSpec spec;
   std::optional<std::string> name, queue, payload;
-  std::optional<int64_t> max_catchup, priority, max_attempts;
+  std::optional<int> max_catchup, priority, max_attempts;
   std::optional<Misfire> misfire;
   std::optional<Overlap> overlap;
   const Json* target = nullptr;
   if (!path_name) CHRONOQ_RETURN_IF_ERROR(r.Required("name"));
-  CHRONOQ_RETURN_IF_ERROR(r.String("name", name, kMaxScheduleNameBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.String("name", name));
   CHRONOQ_RETURN_IF_ERROR(r.Required("queue"));
-  CHRONOQ_RETURN_IF_ERROR(r.String("queue", queue, kMaxQueueNameBytes));
-  CHRONOQ_RETURN_IF_ERROR(r.String("cron", spec.cron, kMaxCronBytes));
-  CHRONOQ_RETURN_IF_ERROR(
-      r.Millis("every_ms", spec.every, kMinScheduleInterval, kMaxScheduleInterval));
-  CHRONOQ_RETURN_IF_ERROR(
-      r.Millis("fixed_delay_ms", spec.fixed_delay, kMinScheduleInterval, kMaxScheduleInterval));
-  CHRONOQ_RETURN_IF_ERROR(r.String("tz", spec.tz, kMaxZoneBytes));
+  CHRONOQ_RETURN_IF_ERROR(r.String("queue", queue));
+  CHRONOQ_RETURN_IF_ERROR(r.String("cron", spec.cron));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("every_ms", spec.every));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("fixed_delay_ms", spec.fixed_delay));
+  CHRONOQ_RETURN_IF_ERROR(r.String("tz", spec.tz));
   CHRONOQ_RETURN_IF_ERROR(ReadEnum(r, "dst_gap", &ParseDstGap, spec.dst_gap));
   CHRONOQ_RETURN_IF_ERROR(ReadEnum(r, "dst_repeat", &ParseDstRepeat, spec.dst_repeat));
   CHRONOQ_RETURN_IF_ERROR(r.Time("start", spec.start));
   CHRONOQ_RETURN_IF_ERROR(r.Value("payload", payload));
   CHRONOQ_RETURN_IF_ERROR(ReadEnum(r, "misfire", &ParseMisfire, misfire));
-  CHRONOQ_RETURN_IF_ERROR(r.Int("max_catchup", max_catchup, 1, kMaxCatchupLimit));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_catchup", max_catchup));
   CHRONOQ_RETURN_IF_ERROR(ReadEnum(r, "overlap", &ParseOverlap, overlap));
-  CHRONOQ_RETURN_IF_ERROR(r.Int("priority", priority, INT32_MIN, INT32_MAX));
-  CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts, 1, kMaxAttemptsLimit));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("priority", priority));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts));
   CHRONOQ_RETURN_IF_ERROR(r.Object("target", target));
   CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  CHRONOQ_RETURN_IF_ERROR(PositiveIfGiven(r, "max_attempts", max_attempts));
   if (path_name && name && *name != *path_name) {
     return Status::InvalidArgument(
         "name", "must equal the name in the path (" + std::string(*path_name) + ") or be left out");
@@ -366,10 +377,10 @@ Result<ScheduleSpec> ParseScheduleSpec(const Json& object,
   spec.queue = std::move(*queue);
   if (payload) spec.payload = std::move(*payload);
   if (misfire) spec.misfire = *misfire;
-  if (max_catchup) spec.max_catchup = static_cast<int>(*max_catchup);
+  if (max_catchup) spec.max_catchup = *max_catchup;
   if (overlap) spec.overlap = *overlap;
-  if (priority) spec.priority = static_cast<int>(*priority);
-  if (max_attempts) spec.max_attempts = static_cast<int>(*max_attempts);
+  spec.priority = priority.value_or(0);
+  spec.max_attempts = max_attempts.value_or(0);
   if (target != nullptr) {
     CHRONOQ_ASSIGN_OR_RETURN(spec.target, ParseTarget(*target, "target."));
   }
@@ -628,6 +639,138 @@ std::string ErrorBody(std::string_view code, const Status& status) {
   }
   out += "}}";
   return out;
+}
+
+namespace {
+
+template <typename T>
+void AppendOptionalNumber(std::string& out, const std::optional<T>& value) {
+  if (value) {
+    out += std::to_string(*value);
+  } else {
+    out += "null";
+  }
+}
+
+}  // namespace
+
+void AppendQueue(std::string& out, const QueueInfo& q) {
+  out += "{\"name\":";
+  AppendString(out, q.name);
+  out += ",\"counts\":{";
+  for (size_t s = 0; s < q.counts.size(); ++s) {
+    if (s > 0) out += ',';
+    AppendString(out, TaskStateName(static_cast<TaskState>(s)));
+    out += ':';
+    out += std::to_string(q.counts[s]);
+  }
+  out += "},\"paused\":";
+  out += q.paused ? "true" : "false";
+  out += ",\"oldest_due_lateness_ms\":";
+  out += std::to_string(Millis(q.oldest_due_lateness));
+  out += ",\"concurrency\":";
+  AppendOptionalNumber(out, q.settings.concurrency);
+  out += ",\"max_in_flight\":";  // another name for concurrency
+  AppendOptionalNumber(out, q.settings.concurrency);
+  out += ",\"max_in_flight_per_key\":";
+  AppendOptionalNumber(out, q.settings.max_in_flight_per_key);
+  out += ",\"max_pending_per_key\":";
+  AppendOptionalNumber(out, q.settings.max_pending_per_key);
+  out += ",\"max_attempts\":";
+  AppendOptionalNumber(out, q.settings.max_attempts);
+  out += ",\"backoff\":";
+  if (q.settings.backoff) {
+    out += "{\"base_ms\":" + std::to_string(Millis(q.settings.backoff->base)) +
+           ",\"cap_ms\":" + std::to_string(Millis(q.settings.backoff->cap)) + "}";
+  } else {
+    out += "null";
+  }
+  out += ",\"retention_ms\":";
+  if (q.settings.retention) {
+    out += std::to_string(Millis(*q.settings.retention));
+  } else {
+    out += "null";
+  }
+  out += ",\"rate_limit\":";
+  if (q.settings.rate_limit) {
+    out += "{\"count\":" + std::to_string(q.settings.rate_limit->count) +
+           ",\"period_ms\":" + std::to_string(Millis(q.settings.rate_limit->period)) + "}";
+  } else {
+    out += "null";
+  }
+  out += '}';
+}
+
+Result<QueueSettingsChange> ParseQueueSettings(const Json& json) {
+  QueueSettingsChange change;
+  if (json.is_object()) {
+    static constexpr std::pair<std::string_view, QueueSetting> kFields[] = {
+        {"concurrency", QueueSetting::kConcurrency},
+        {"max_in_flight", QueueSetting::kConcurrency},
+        {"max_attempts", QueueSetting::kMaxAttempts},
+        {"backoff", QueueSetting::kBackoff},
+        {"retention_ms", QueueSetting::kRetention},
+        {"rate_limit", QueueSetting::kRateLimit},
+        {"max_in_flight_per_key", QueueSetting::kInFlightPerKey},
+        {"max_pending_per_key", QueueSetting::kPendingPerKey}};
+    for (const auto& [name, field] : kFields) {
+      auto it = json.find(name);
+      if (it == json.end() || !it->is_null()) continue;
+      if (std::find(change.reset.begin(), change.reset.end(), field) == change.reset.end()) {
+        change.reset.push_back(field);
+      }
+    }
+  }
+  ObjectReader r(json);
+  QueueSettings& settings = change.settings;
+  std::optional<int> concurrency, max_in_flight, max_attempts, in_flight_per_key;
+  std::optional<int64_t> pending_per_key;
+  const Json* backoff = nullptr;
+  const Json* rate_limit = nullptr;
+  CHRONOQ_RETURN_IF_ERROR(r.Int("concurrency", concurrency));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_in_flight", max_in_flight));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_in_flight_per_key", in_flight_per_key));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_pending_per_key", pending_per_key));
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max_attempts", max_attempts));
+  CHRONOQ_RETURN_IF_ERROR(r.Object("backoff", backoff));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("retention_ms", settings.retention));
+  CHRONOQ_RETURN_IF_ERROR(r.Object("rate_limit", rate_limit));
+  CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  // max_in_flight is another name for concurrency: either, or both if equal.
+  if (concurrency && max_in_flight && *concurrency != *max_in_flight) {
+    return Status::InvalidArgument(
+        "max_in_flight", "is another name for concurrency (" + std::to_string(*concurrency) +
+                             "): give one of them, or both with the same value");
+  }
+  if (!concurrency) {
+    concurrency = max_in_flight;
+    change.as_max_in_flight = max_in_flight.has_value();
+  }
+  settings.concurrency = concurrency;
+  settings.max_in_flight_per_key = in_flight_per_key;
+  settings.max_pending_per_key = pending_per_key;
+  settings.max_attempts = max_attempts;
+  if (backoff != nullptr) {
+    CHRONOQ_ASSIGN_OR_RETURN(settings.backoff, ReadBackoff(*backoff, "backoff."));
+  }
+  if (rate_limit != nullptr) {
+    ObjectReader l(*rate_limit, "rate_limit.");
+    std::optional<int> count;
+    std::optional<Duration> period;
+    CHRONOQ_RETURN_IF_ERROR(l.Required("count"));
+    CHRONOQ_RETURN_IF_ERROR(l.Required("period_ms"));
+    CHRONOQ_RETURN_IF_ERROR(l.Int("count", count));
+    CHRONOQ_RETURN_IF_ERROR(l.Millis("period_ms", period));
+    CHRONOQ_RETURN_IF_ERROR(l.Finish());
+    settings.rate_limit = RateLimit{*count, *period};
+  }
+  // Both names of concurrency, one null and one not, contradict each other.
+  if (settings.concurrency && std::find(change.reset.begin(), change.reset.end(),
+                                        QueueSetting::kConcurrency) != change.reset.end()) {
+    return Status::InvalidArgument(
+        "max_in_flight", "is another name for concurrency: give one of them, or both the same");
+  }
+  return change;
 }
 
 // --- stored forms ------------------------------------------------------------

@@ -1,15 +1,17 @@
 // The JSON form of chronoq's types: what chronoqd reads and writes on the
 // wire, and (for webhook targets and schedule definitions) what the store keeps.
 //
-// Reading is strict: a body is one JSON object nested at most 64 levels,
-// every field has one type and range, and a field nobody asked for is an
-// error naming it (a typo must not silently do nothing). Errors are
+// Reading is strict about form: a body is one JSON object nested at most 64
+// levels, every field has one type, and a field nobody asked for is an error
+// naming it (a typo must not silently do nothing). Ranges and lengths are the
+// engine's to check, once, with the same field names. Errors are
 // InvalidArgument naming the field with its path ("tasks[3].run_at").
 //
 // Writing is by hand into one string: payloads are stored as JSON text and
 // are spliced in as they are, never parsed again.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chronoq/lock.h"
+#include "chronoq/queue.h"
 #include "chronoq/result.h"
 #include "chronoq/schedule.h"
 #include "chronoq/task.h"
@@ -25,8 +28,6 @@
 namespace chronoq {
 
 using Json = nlohmann::json;
-
-inline constexpr int kMaxJsonDepth = 64;
 
 // Parses a request body that must be a JSON object.
 Result<Json> ParseBody(std::string_view body);
@@ -41,10 +42,16 @@ class ObjectReader {
   // `prefix` is prepended to field names in errors, e.g. "tasks[2].".
   ObjectReader(const Json& object, std::string prefix = "");
 
-  Status String(std::string_view name, std::optional<std::string>& out, size_t max_bytes);
-  Status Int(std::string_view name, std::optional<int64_t>& out, int64_t min, int64_t max);
-  // Milliseconds as an integer, between `min` and `max`.
-  Status Millis(std::string_view name, std::optional<Duration>& out, Duration min, Duration max);
+  // Getters read types, never rules: a value the C++ type can hold is
+  // passed on, and the engine checks the limits that apply (chronoq/limits.h).
+  Status String(std::string_view name, std::optional<std::string>& out);
+  // An integer between `min` and `max` (the range of the C++ type).
+  Status Int(std::string_view name, std::optional<int64_t>& out, int64_t min = INT64_MIN,
+             int64_t max = INT64_MAX);
+  // An integer in the range of `int`.
+  Status Int(std::string_view name, std::optional<int>& out);
+  // Integer milliseconds.
+  Status Millis(std::string_view name, std::optional<Duration>& out);
   // An RFC 3339 string with any offset, or integer epoch milliseconds.
   Status Time(std::string_view name, std::optional<Timestamp>& out);
   // Any JSON value, as compact text.
@@ -81,6 +88,17 @@ Result<WebhookTarget> ParseTarget(const Json& object, const std::string& prefix)
 Result<ScheduleSpec> ParseScheduleSpec(const Json& object,
                                        std::optional<std::string_view> path_name = std::nullopt);
 
+// The body of PUT /v1/queues/{queue}: the settings given, and those given as
+// null, which go back to their defaults. `max_in_flight` is another name for
+// `concurrency`: either, or both if equal.
+struct QueueSettingsChange {
+  QueueSettings settings;
+  std::vector<QueueSetting> reset;
+  // Concurrency was given as max_in_flight: errors about it should say so.
+  bool as_max_in_flight = false;
+};
+Result<QueueSettingsChange> ParseQueueSettings(const Json& object);
+
 // Writers: append one JSON value to `out`.
 void AppendString(std::string& out, std::string_view text);
 void AppendTime(std::string& out, Timestamp t);
@@ -113,6 +131,8 @@ void AppendPage(std::string& out, std::string_view key, const std::vector<T>& it
   out += '}';
 }
 void AppendLease(std::string& out, const Lease& lease);
+// A queue: counts, settings (null when unset), paused, lateness.
+void AppendQueue(std::string& out, const QueueInfo& queue);
 void AppendTarget(std::string& out, const WebhookTarget& target);
 // The definition alone, as POST /v1/schedules takes it.
 void AppendScheduleSpec(std::string& out, const ScheduleSpec& spec);

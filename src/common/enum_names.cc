@@ -14,9 +14,9 @@ namespace {
 constexpr std::array<std::string_view, 5> kStateNames = {"scheduled", "running", "succeeded",
                                                          "cancelled", "dead"};
 constexpr std::array<std::string_view, 3> kConflictNames = {"reject", "ignore", "replace"};
-// In QueueSetting order: the QueueSettings members.
+// In QueueSetting order: the settings' names in the API.
 constexpr std::array<std::string_view, 7> kSettingNames = {
-    "concurrency",           "max_attempts",       "backoff", "retention", "rate_limit",
+    "concurrency",           "max_attempts",       "backoff", "retention_ms", "rate_limit",
     "max_in_flight_per_key", "max_pending_per_key"};
 constexpr std::array<std::string_view, 3> kMisfireNames = {"skip", "run_once", "run_all"};
 constexpr std::array<std::string_view, 3> kOverlapNames = {"allow", "skip", "queue_one"};

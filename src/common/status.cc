@@ -30,6 +30,20 @@ std::string_view StatusCodeName(StatusCode code) {
   return "unknown";
 }
 
+std::string_view StatusReasonName(StatusReason reason) {
+  switch (reason) {
+    case StatusReason::kNone:
+      return "";
+    case StatusReason::kStaleToken:
+      return "stale_token";
+    case StatusReason::kLockWaitTimeout:
+      return "lock_wait_timeout";
+    case StatusReason::kKeyBacklogFull:
+      return "key_backlog_full";
+  }
+  return "";
+}
+
 Status Status::InvalidArgument(std::string_view field, std::string_view reason) {
   std::string msg;
   msg.reserve(field.size() + 2 + reason.size());

@@ -255,10 +255,10 @@ const RunningTask* Core::Leased(const std::string& id, uint64_t token) const {
 
 Status Core::NotFoundOrStale(const std::string& id, uint64_t token) {
   CHRONOQ_RETURN_IF_ERROR(FindOrNotFound(id).status());
-  return Status::FailedPrecondition(
-      "token " + std::to_string(token) + " is stale: task " + id +
-          " is no longer leased with it (the lease lapsed, or it was acknowledged)",
-      "token");
+  return Status(StatusCode::kFailedPrecondition,
+                "token " + std::to_string(token) + " is stale: task " + id +
+                    " is no longer leased with it (the lease lapsed, or it was acknowledged)",
+                "token", StatusReason::kStaleToken);
 }
 
 bool Core::Loaded(Timestamp due) const {

@@ -157,12 +157,6 @@ class AsyncOp final : public Base {
 using BlockingClaimOp = BlockingOp<ClaimOp>;
 using AsyncClaimOp = AsyncOp<ClaimOp, std::vector<Lease>>;
 
-Status ValidateId(std::string_view id) {
-  if (id.empty()) return Status::InvalidArgument("id", "must not be empty");
-  if (id.size() > kMaxIdBytes) return Status::InvalidArgument("id", "longer than 200 bytes");
-  return {};
-}
-
 // List cursors: "<due bucket>.<seq>" for due-ordered pages, "<seq>" otherwise.
 std::string EncodeCursor(const Store::ReadRow& last, bool by_due) {
   std::string seq = std::to_string(last.row.seq);
@@ -420,6 +414,8 @@ void EngineImpl::Sync() {
 Result<CoreFn<std::vector<Task>>> EngineImpl::PrepareEnqueue(std::span<const TaskSpec> specs,
                                                              bool batch) {
   if (specs.empty()) return Status::InvalidArgument("tasks", "must not be empty");
+  if (specs.size() > kMaxBatchTasks)
+    return Status::InvalidArgument("tasks", "more than 10000 tasks");
   const Timestamp now = clock_.Now();
   std::vector<ValidTask> valid;
   valid.reserve(specs.size());
@@ -459,13 +455,13 @@ void EngineImpl::EnqueueBatchAsync(std::vector<TaskSpec> specs, Done<std::vector
 // --- managing -----------------------------------------------------------------
 
 Result<CoreFn<Task>> EngineImpl::PrepareCancel(std::string_view id) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
   return CoreFn<Task>([id = std::string(id)](Core& core) { return core.Cancel(id); });
 }
 
 Result<CoreFn<Task>> EngineImpl::PrepareReschedule(std::string_view id, Timestamp run_at,
                                                    std::optional<std::string> payload) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
   CHRONOQ_RETURN_IF_ERROR(ValidateDue(run_at, clock_.Now()));
   if (payload) CHRONOQ_RETURN_IF_ERROR(ValidatePayload(*payload));
   return CoreFn<Task>([id = std::string(id), run_at, payload = std::move(payload)](Core& core) {
@@ -474,7 +470,7 @@ Result<CoreFn<Task>> EngineImpl::PrepareReschedule(std::string_view id, Timestam
 }
 
 Result<CoreFn<Task>> EngineImpl::PrepareRetry(std::string_view id) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
   return CoreFn<Task>([id = std::string(id)](Core& core) { return core.Retry(id); });
 }
 
@@ -501,7 +497,7 @@ void EngineImpl::RetryAsync(std::string id, Done<Task> done) {
 }
 
 Result<Task> EngineImpl::ReadTask(std::string_view id) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
   std::optional<Store::ReadRow> row;
   if (auto seq = ParseGeneratedId(id)) {
     CHRONOQ_ASSIGN_OR_RETURN(row, store_->ReadBySeq(*seq));
@@ -515,9 +511,7 @@ Result<Task> EngineImpl::ReadTask(std::string_view id) {
 Result<Task> EngineImpl::Get(std::string_view id) { return ReadTask(id); }
 
 Result<TaskPage> EngineImpl::List(const ListRequest& request) {
-  if (request.limit < 1 || request.limit > 1000) {
-    return Status::InvalidArgument("limit", "must be between 1 and 1000");
-  }
+  CHRONOQ_RETURN_IF_ERROR(ValidateLimit(request.limit, kMaxListLimit, "limit"));
   if (request.queue) CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(*request.queue));
   if (request.key) CHRONOQ_RETURN_IF_ERROR(ValidateTaskKey(*request.key));
   Store::ListQuery q;
@@ -540,23 +534,16 @@ Result<TaskPage> EngineImpl::List(const ListRequest& request) {
 // --- consuming ------------------------------------------------------------------
 
 // Checks a claim's arguments; returns the deadline of its wait.
-Result<Timestamp> EngineImpl::ValidateClaim(std::string_view queue, int max, Duration lease,
+Result<Timestamp> EngineImpl::ClaimDeadline(std::string_view queue, int max, Duration lease,
                                             Duration wait) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
-  if (max < 1 || max > kMaxClaimBatch) {
-    return Status::InvalidArgument("max", "must be between 1 and 10000");
-  }
-  CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
-  if (wait < Duration::zero() || wait > kMaxClaimWait) {
-    return Status::InvalidArgument("wait", "must be between 0 and 1 hour");
-  }
+  CHRONOQ_RETURN_IF_ERROR(chronoq::ValidateClaim(queue, max, lease, wait));
   return wait > Duration::zero() ? clock_.Now() + wait : Timestamp::min();
 }
 
 Result<std::vector<Lease>> EngineImpl::ClaimWaiting(const std::string& queue, int max,
                                                     Duration lease, Duration wait,
                                                     const std::atomic<bool>* cancel) {
-  CHRONOQ_ASSIGN_OR_RETURN(Timestamp deadline, ValidateClaim(queue, max, lease, wait));
+  CHRONOQ_ASSIGN_OR_RETURN(Timestamp deadline, ClaimDeadline(queue, max, lease, wait));
   BlockingClaimOp op(queue, max, lease, deadline, cancel);
   Submit(&op);
   return op.Wait();
@@ -569,9 +556,57 @@ Result<std::vector<Lease>> EngineImpl::Claim(std::string_view queue, int max, Du
 
 void EngineImpl::ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
                             Done<std::vector<Lease>> done) {
-  Result<Timestamp> deadline = ValidateClaim(queue, max, lease, wait);
+  Result<Timestamp> deadline = ClaimDeadline(queue, max, lease, wait);
   if (!deadline.ok()) return done(deadline.status());
   Submit(new AsyncClaimOp(std::move(done), std::move(queue), max, lease, *deadline));
+}
+
+void EngineImpl::ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) {
+  Result<Timestamp> deadline =
+      ClaimDeadline(request.queue, request.max, request.lease, request.wait);
+  Status valid = deadline.status();
+  // Checked before anything is sent: acknowledgements must not go through
+  // for a claim that is refused.
+  if (valid.ok() && !request.acks.empty()) valid = ValidateLeaseRefs(request.acks, "acks");
+  if (!valid.ok()) return done(valid);
+  if (request.acks.empty()) {
+    Submit(new AsyncClaimOp(
+        [done = std::move(done)](Result<std::vector<Lease>> leases) {
+          if (!leases.ok()) return done(leases.status());
+          done(ClaimAnswer{std::move(*leases), {}});
+        },
+        std::move(request.queue), request.max, request.lease, *deadline));
+    return;
+  }
+  // The acknowledgements go to the loop first, so they usually commit in the
+  // same cycle as the claim, which may then take the tasks they free (the
+  // next of the same keys). The answer waits for both, which may come on
+  // different cycles; whichever comes last answers.
+  struct Joined {
+    std::mutex mu;
+    int left = 2;
+    std::optional<Result<std::vector<Status>>> acked;
+    std::optional<Result<std::vector<Lease>>> claimed;
+    Done<ClaimAnswer> done;
+  };
+  auto joined = std::make_shared<Joined>();
+  joined->done = std::move(done);
+  auto arrive = [joined](auto slot) {
+    return [joined, slot](auto result) {
+      std::unique_lock lock(joined->mu);
+      (*joined).*slot = std::move(result);
+      if (--joined->left > 0) return;
+      lock.unlock();
+      Joined& j = *joined;
+      if (!j.acked->ok()) return j.done(j.acked->status());
+      if (!j.claimed->ok()) return j.done(j.claimed->status());
+      j.done(ClaimAnswer{std::move(**j.claimed), std::move(**j.acked)});
+    };
+  };
+  CallAsync(PrepareAckMany(std::move(request.acks)),
+            Done<std::vector<Status>>(arrive(&Joined::acked)));
+  Submit(new AsyncClaimOp(Done<std::vector<Lease>>(arrive(&Joined::claimed)),
+                          std::move(request.queue), request.max, request.lease, *deadline));
 }
 
 void EngineImpl::ReleaseWaitingClaims() {
@@ -582,26 +617,13 @@ void EngineImpl::ReleaseWaitingClaims() {
                   [](Result<bool>) {});
 }
 
-// Checks the ids of an AckMany/ExtendMany request; errors name `field[i].id`.
-static Status ValidateLeaseRequests(const std::vector<AckRequest>& requests,
-                                    const std::string& field) {
-  if (requests.empty()) return Status::InvalidArgument(field, "must not be empty");
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].id.empty() || requests[i].id.size() > kMaxIdBytes) {
-      return Status::InvalidArgument(field + "[" + std::to_string(i) + "].id",
-                                     "must be 1-200 bytes");
-    }
-  }
-  return {};
-}
-
 Status EngineImpl::Ack(std::string_view id, uint64_t token) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
   return CallStatus([id = std::string(id), token](Core& core) { return core.Ack(id, token); });
 }
 
 Result<CoreFn<std::vector<Status>>> EngineImpl::PrepareAckMany(std::vector<AckRequest> acks) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseRequests(acks, "acks"));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseRefs(acks, "acks"));
   return CoreFn<std::vector<Status>>(
       [acks = std::move(acks)](Core& core) { return core.AckMany(acks); });
 }
@@ -618,10 +640,8 @@ Result<CoreFn<bool>> EngineImpl::PrepareFail(std::string_view id, uint64_t token
                                              std::string_view error,
                                              std::optional<Duration> retry_after,
                                              std::string response) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
-  if (retry_after && (*retry_after < Duration::zero() || *retry_after > kMaxDelay)) {
-    return Status::InvalidArgument("retry_after", "must be between 0 and 100 years");
-  }
+  CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateRetryIn(retry_after));
   return CoreFn<bool>([id = std::string(id), token, error = std::string(error), retry_after,
                        response = std::move(response)](Core& core) -> Result<bool> {
     CHRONOQ_RETURN_IF_ERROR(core.Fail(id, token, error, retry_after, response));
@@ -643,7 +663,7 @@ void EngineImpl::FailAsync(std::string id, uint64_t token, std::string error,
 
 Result<std::vector<Status>> EngineImpl::ExtendMany(const std::vector<AckRequest>& leases,
                                                    Duration lease) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseRequests(leases, "leases"));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLeaseRefs(leases, "leases"));
   CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
   return Call<std::vector<Status>>([&](Core& core) -> Result<std::vector<Status>> {
     std::vector<Status> out;
@@ -655,7 +675,7 @@ Result<std::vector<Status>> EngineImpl::ExtendMany(const std::vector<AckRequest>
 
 Result<CoreFn<Timestamp>> EngineImpl::PrepareExtend(std::string_view id, uint64_t token,
                                                     Duration lease) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateId(id));
+  CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
   CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
   return CoreFn<Timestamp>(
       [id = std::string(id), token, lease](Core& core) { return core.Extend(id, token, lease); });
@@ -722,12 +742,9 @@ Status EngineImpl::RegisterBatchHandler(std::string_view queue, HandlerOptions o
                                         BatchHandler handler) {
   CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
   if (!handler) return Status::InvalidArgument("handler", "must not be empty");
-  if (options.concurrency < 1 || options.concurrency > 1024) {
-    return Status::InvalidArgument("concurrency", "must be between 1 and 1024");
-  }
-  if (options.batch_size < 1 || options.batch_size > kMaxClaimBatch) {
-    return Status::InvalidArgument("batch_size", "must be between 1 and 10000");
-  }
+  CHRONOQ_RETURN_IF_ERROR(
+      ValidateLimit(options.concurrency, kMaxHandlerConcurrency, "concurrency"));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLimit(options.batch_size, kMaxClaimBatch, "batch_size"));
   CHRONOQ_RETURN_IF_ERROR(ValidateLease(options.lease, "lease"));
   std::lock_guard lock(pools_mu_);
   const std::string name(queue);
@@ -770,9 +787,7 @@ Result<Schedule> EngineImpl::GetSchedule(std::string_view name) {
 }
 
 Result<SchedulePage> EngineImpl::ListSchedules(const ListSchedulesRequest& request) {
-  if (request.limit < 1 || request.limit > 1000) {
-    return Status::InvalidArgument("limit", "must be between 1 and 1000");
-  }
+  CHRONOQ_RETURN_IF_ERROR(ValidateLimit(request.limit, kMaxListLimit, "limit"));
   if (request.queue) CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(*request.queue));
   return Call<SchedulePage>([request](Core& core) { return core.ListSchedules(request); });
 }
@@ -790,9 +805,7 @@ Result<Schedule> EngineImpl::PauseSchedule(std::string_view name, bool paused) {
 
 Result<std::vector<Timestamp>> EngineImpl::NextOccurrences(std::string_view name, int count) {
   CHRONOQ_RETURN_IF_ERROR(ValidateScheduleName(name));
-  if (count < 1 || count > kMaxNextCount) {
-    return Status::InvalidArgument("count", "must be between 1 and 1000");
-  }
+  CHRONOQ_RETURN_IF_ERROR(ValidateLimit(count, kMaxNextCount, "count"));
   return Call<std::vector<Timestamp>>(
       [name = std::string(name), count](Core& core) { return core.NextOccurrences(name, count); });
 }
@@ -802,27 +815,6 @@ Result<std::vector<Timestamp>> EngineImpl::NextOccurrences(std::string_view name
 // --- keyed locks -------------------------------------------------------------------
 namespace chronoq {
 namespace {
-
-Status ValidateLockKey(std::string_view key) {
-  if (key.size() > kMaxLockKeyBytes) return Status::InvalidArgument("key", "longer than 200 bytes");
-  return ValidateText(key, "key");
-}
-
-// Lock leases are task leases as far as limits go: one validator serves both.
-static_assert(kMinLockLease == kMinLease && kMaxLockLease == kMaxLease);
-
-Status ValidateLockRequest(std::string_view key, const LockRequest& request) {
-  CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
-  if (request.wait < Duration::zero())
-    return Status::InvalidArgument("wait", "must not be negative");
-  if (request.wait > kMaxLockWait) return Status::InvalidArgument("wait", "must be at most 1 hour");
-  CHRONOQ_RETURN_IF_ERROR(ValidateLease(request.lease));
-  if (request.owner.size() > kMaxLockOwnerBytes) {
-    return Status::InvalidArgument("owner", "longer than 200 bytes");
-  }
-  if (!request.owner.empty()) CHRONOQ_RETURN_IF_ERROR(ValidateText(request.owner, "owner"));
-  return {};
-}
 
 using BlockingLockOp = BlockingOp<LockOp>;
 using AsyncLockOp = AsyncOp<LockOp, LockGrant>;

@@ -87,6 +87,7 @@ class EngineImpl final : public Engine {
   void RetryAsync(std::string id, Done<Task> done) override;
   void ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
                   Done<std::vector<Lease>> done) override;
+  void ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) override;
   void AckManyAsync(std::vector<AckRequest> acks, Done<std::vector<Status>> done) override;
   void FailAsync(std::string id, uint64_t token, std::string error,
                  std::optional<Duration> retry_after, std::string response,
@@ -118,7 +119,8 @@ class EngineImpl final : public Engine {
   Result<CoreFn<bool>> PrepareReleaseLock(std::string_view key, uint64_t token);
   Result<CoreFn<LockGrant>> PrepareExtendLock(std::string_view key, uint64_t token, Duration lease);
   Result<CoreFn<Timestamp>> PrepareExtend(std::string_view id, uint64_t token, Duration lease);
-  Result<Timestamp> ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait);
+  // Checks a claim's arguments; returns the deadline of its wait.
+  Result<Timestamp> ClaimDeadline(std::string_view queue, int max, Duration lease, Duration wait);
   Status CallStatus(std::function<Status(Core&)> fn);
   // CreateSchedule (replace false) and PutSchedule (true).
   Result<Schedule> SaveSchedule(const ScheduleSpec& spec, bool replace);

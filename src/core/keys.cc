@@ -301,7 +301,7 @@ Status Core::AdmitKeyed(const QueueState& q, const std::string& key, std::string
     return {StatusCode::kResourceExhausted,
             "key " + key + " of queue " + q.name + " already has " + std::to_string(it->second) +
                 " tasks waiting to start (max_pending_per_key " + std::to_string(limit) + ")",
-            std::string(field)};
+            std::string(field), StatusReason::kKeyBacklogFull};
   }
   ++it->second;
   return {};

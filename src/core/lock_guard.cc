@@ -26,7 +26,10 @@ LockGuard& LockGuard::operator=(LockGuard&& other) noexcept {
 LockGuard::~LockGuard() { Release().IgnoreError(); }
 
 Status LockGuard::Extend(Duration lease) {
-  if (engine_ == nullptr) return Status::FailedPrecondition("the lock was released", "token");
+  if (engine_ == nullptr) {
+    return {StatusCode::kFailedPrecondition, "the lock was released", "token",
+            StatusReason::kStaleToken};
+  }
   CHRONOQ_ASSIGN_OR_RETURN(grant_, engine_->ExtendLock(key_, grant_.token, lease));
   return {};
 }

@@ -105,6 +105,71 @@ Status ValidatePayload(std::string_view payload, std::string_view field) {
   return {};
 }
 
+Status ValidateTaskRef(std::string_view id, std::string_view field) {
+  if (id.empty()) return Status::InvalidArgument(field, "must not be empty");
+  if (id.size() > kMaxIdBytes) return Status::InvalidArgument(field, "longer than 200 bytes");
+  return {};
+}
+
+Status ValidateLeaseRefs(const std::vector<AckRequest>& requests, const std::string& field) {
+  if (requests.empty()) return Status::InvalidArgument(field, "must not be empty");
+  if (requests.size() > kMaxBatchTasks) {
+    return Status::InvalidArgument(field, "more than 10000 entries");
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    CHRONOQ_RETURN_IF_ERROR(
+        ValidateTaskRef(requests[i].id, field + "[" + std::to_string(i) + "].id"));
+  }
+  return {};
+}
+
+Status ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  if (max < 1 || max > kMaxClaimBatch) {
+    return Status::InvalidArgument("max", "must be between 1 and 10000");
+  }
+  CHRONOQ_RETURN_IF_ERROR(ValidateLease(lease));
+  if (wait < Duration::zero() || wait > kMaxClaimWait) {
+    return Status::InvalidArgument("wait_ms", "must be between 0 and 1 hour");
+  }
+  return {};
+}
+
+Status ValidateRetryIn(std::optional<Duration> retry_in) {
+  if (retry_in && (*retry_in < Duration::zero() || *retry_in > kMaxDelay)) {
+    return Status::InvalidArgument("retry_in_ms", "must be between 0 and 100 years");
+  }
+  return {};
+}
+
+Status ValidateLockKey(std::string_view key) {
+  if (key.size() > kMaxLockKeyBytes) return Status::InvalidArgument("key", "longer than 200 bytes");
+  return ValidateText(key, "key");
+}
+
+Status ValidateLockRequest(std::string_view key, const LockRequest& request) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLockKey(key));
+  if (request.wait < Duration::zero()) {
+    return Status::InvalidArgument("wait_ms", "must not be negative");
+  }
+  if (request.wait > kMaxLockWait) {
+    return Status::InvalidArgument("wait_ms", "must be at most 1 hour");
+  }
+  CHRONOQ_RETURN_IF_ERROR(ValidateLease(request.lease));
+  if (request.owner.size() > kMaxLockOwnerBytes) {
+    return Status::InvalidArgument("owner", "longer than 200 bytes");
+  }
+  if (!request.owner.empty()) CHRONOQ_RETURN_IF_ERROR(ValidateText(request.owner, "owner"));
+  return {};
+}
+
+Status ValidateLimit(int limit, int max, std::string_view field) {
+  if (limit < 1 || limit > max) {
+    return Status::InvalidArgument(field, "must be between 1 and " + std::to_string(max));
+  }
+  return {};
+}
+
 Status ValidateLease(Duration lease, std::string_view field) {
   if (lease < kMinLease) return Status::InvalidArgument(field, "must be at least 1 ms");
   if (lease > kMaxLease) return Status::InvalidArgument(field, "must be at most 7 days");
@@ -157,7 +222,9 @@ Status ValidateTarget(const WebhookTarget& target, std::string_view field) {
     const auto& [name, value] = target.headers[i];
     const std::string at = Field(field, ".headers[" + std::to_string(i) + "]");
     if (name.empty()) return Status::InvalidArgument(at + ".name", "must not be empty");
-    if (name.size() > 256) return Status::InvalidArgument(at + ".name", "longer than 256 bytes");
+    if (name.size() > kMaxTargetHeaderNameBytes) {
+      return Status::InvalidArgument(at + ".name", "longer than 256 bytes");
+    }
     if (!std::all_of(name.begin(), name.end(), IsTokenChar)) {
       return Status::InvalidArgument(at + ".name", "must be an HTTP token (no spaces, CR, LF, :)");
     }
@@ -170,9 +237,10 @@ Status ValidateTarget(const WebhookTarget& target, std::string_view field) {
   }
 
   if (target.timeout < kMinTargetTimeout || target.timeout > kMaxTargetTimeout) {
-    return Status::InvalidArgument(Field(field, ".timeout"), "must be between 1 ms and 5 minutes");
+    return Status::InvalidArgument(Field(field, ".timeout_ms"),
+                                   "must be between 1 ms and 5 minutes");
   }
-  return WholeMillis(target.timeout, Field(field, ".timeout"));
+  return WholeMillis(target.timeout, Field(field, ".timeout_ms"));
 }
 
 Status ValidateQueueSettings(const QueueSettings& s, const std::vector<QueueSetting>& reset) {
@@ -189,15 +257,15 @@ Status ValidateQueueSettings(const QueueSettings& s, const std::vector<QueueSett
   }
   if (s.backoff) {
     if (s.backoff->base < std::chrono::milliseconds(1)) {
-      return Status::InvalidArgument("backoff.base", "must be at least 1 ms");
+      return Status::InvalidArgument("backoff.base_ms", "must be at least 1 ms");
     }
     if (s.backoff->cap < s.backoff->base || s.backoff->cap > kMaxQueueBackoffCap) {
-      return Status::InvalidArgument("backoff.cap",
-                                     "must be at least backoff.base and at most 7 days");
+      return Status::InvalidArgument("backoff.cap_ms",
+                                     "must be at least backoff.base_ms and at most 7 days");
     }
   }
   if (s.retention && (*s.retention < Duration::zero() || *s.retention > kMaxQueueRetention)) {
-    return Status::InvalidArgument("retention", "must be between 0 and 3650 days");
+    return Status::InvalidArgument("retention_ms", "must be between 0 and 3650 days");
   }
   if (s.max_in_flight_per_key &&
       (*s.max_in_flight_per_key < 1 || *s.max_in_flight_per_key > kMaxInFlightPerKey)) {
@@ -213,7 +281,7 @@ Status ValidateQueueSettings(const QueueSettings& s, const std::vector<QueueSett
     }
     if (s.rate_limit->period < std::chrono::milliseconds(1) ||
         s.rate_limit->period > kMaxRateLimitPeriod) {
-      return Status::InvalidArgument("rate_limit.period", "must be between 1 ms and 1 day");
+      return Status::InvalidArgument("rate_limit.period_ms", "must be between 1 ms and 1 day");
     }
   }
   return {};
@@ -228,14 +296,14 @@ Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int defa
   t.payload = spec.payload;
 
   if (spec.run_at.has_value() && spec.delay.has_value()) {
-    return Status::InvalidArgument(Field(prefix, "delay"), "give run_at or delay, not both");
+    return Status::InvalidArgument(Field(prefix, "delay_ms"), "give run_at or delay_ms, not both");
   }
   if (spec.delay.has_value()) {
     if (*spec.delay < Duration::zero()) {
-      return Status::InvalidArgument(Field(prefix, "delay"), "must not be negative");
+      return Status::InvalidArgument(Field(prefix, "delay_ms"), "must not be negative");
     }
     if (*spec.delay > kMaxDelay) {
-      return Status::InvalidArgument(Field(prefix, "delay"), "more than 100 years");
+      return Status::InvalidArgument(Field(prefix, "delay_ms"), "more than 100 years");
     }
     t.due = now + *spec.delay;
   } else if (spec.run_at.has_value()) {
@@ -264,11 +332,11 @@ Result<ValidTask> ValidateTaskSpec(const TaskSpec& spec, Timestamp now, int defa
   if (spec.backoff.has_value()) {
     const Backoff& b = *spec.backoff;
     if (b.base <= Duration::zero()) {
-      return Status::InvalidArgument(Field(prefix, "backoff.base"), "must be positive");
+      return Status::InvalidArgument(Field(prefix, "backoff.base_ms"), "must be positive");
     }
     if (b.cap < b.base || b.cap > kMaxDelay) {
-      return Status::InvalidArgument(Field(prefix, "backoff.cap"),
-                                     "must be at least backoff.base and at most 100 years");
+      return Status::InvalidArgument(Field(prefix, "backoff.cap_ms"),
+                                     "must be at least backoff.base_ms and at most 100 years");
     }
     t.backoff = b;
   }
@@ -301,6 +369,12 @@ Result<ScheduleSpec> ValidateScheduleSpec(const ScheduleSpec& spec, Timestamp no
     return Status::InvalidArgument(
         "cron", kinds == 0 ? "one of cron, every_ms and fixed_delay_ms is required"
                            : "give only one of cron, every_ms and fixed_delay_ms");
+  }
+  if (spec.cron && spec.cron->size() > kMaxCronBytes) {
+    return Status::InvalidArgument("cron", "longer than 1024 bytes");
+  }
+  if (spec.tz && spec.tz->size() > kMaxZoneBytes) {
+    return Status::InvalidArgument("tz", "longer than 128 bytes");
   }
   if (spec.cron) {
     CronOptions options{spec.tz.value_or("UTC"), spec.dst_gap, spec.dst_repeat};

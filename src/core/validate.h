@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "chronoq/engine.h"
+#include "chronoq/lock.h"
 #include "chronoq/queue.h"
 #include "chronoq/schedule.h"
 #include "chronoq/task.h"
@@ -15,12 +16,6 @@
 #include "common/text.h"
 
 namespace chronoq {
-
-inline constexpr Duration kMinLease = std::chrono::milliseconds(1);
-inline constexpr Duration kMaxLease = std::chrono::hours(24 * 7);
-inline constexpr Duration kMaxClaimWait = std::chrono::hours(1);
-inline constexpr int kMaxClaimBatch = 10'000;
-inline constexpr size_t kMaxErrorBytes = 4096;  // longer error texts are truncated
 
 // A TaskSpec checked and resolved against `now` and the engine defaults.
 struct ValidTask {
@@ -45,7 +40,21 @@ Status ValidateTaskId(std::string_view id, std::string_view field = "id");
 // A task's ordering key: 1-200 bytes of UTF-8 without control characters.
 Status ValidateTaskKey(std::string_view key, std::string_view field = "key");
 Status ValidatePayload(std::string_view payload, std::string_view field = "payload");
-Status ValidateLease(Duration lease, std::string_view field = "lease");
+Status ValidateLease(Duration lease, std::string_view field = "lease_ms");
+// An id naming a task to act on (generated or client-chosen): 1-200 bytes.
+Status ValidateTaskRef(std::string_view id, std::string_view field = "id");
+// The tasks of an acknowledgement or extension call: 1 to kMaxBatchTasks,
+// each id a task reference; errors name `field` or "<field>[i].id".
+Status ValidateLeaseRefs(const std::vector<AckRequest>& requests, const std::string& field);
+// A claim's arguments; errors name "queue", "max", "lease_ms", "wait_ms".
+Status ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait);
+// A failure's retry delay (field "retry_in_ms").
+Status ValidateRetryIn(std::optional<Duration> retry_in);
+// A lock key (field "key") and a whole acquisition ("wait_ms", "lease_ms", "owner").
+Status ValidateLockKey(std::string_view key);
+Status ValidateLockRequest(std::string_view key, const LockRequest& request);
+// A page size or count between 1 and `max`.
+Status ValidateLimit(int limit, int max, std::string_view field);
 // A due instant must lie between 1970 and 100 years from now.
 Status ValidateDue(Timestamp due, Timestamp now, std::string_view field = "run_at");
 

@@ -4,13 +4,18 @@ namespace chronoq {
 namespace {
 
 Status Stale(const std::string& key, uint64_t token) {
-  return Status::FailedPrecondition("token " + std::to_string(token) + " does not hold lock " +
-                                        key + " (its lease lapsed, or it was released)",
-                                    "token");
+  return {StatusCode::kFailedPrecondition,
+          "token " + std::to_string(token) + " does not hold lock " + key +
+              " (its lease lapsed, or it was released)",
+          "token", StatusReason::kStaleToken};
 }
 
-Status WaitedOut(const std::string& key) {
-  return {StatusCode::kDeadlineExceeded, "lock " + key + " is held by someone else", "wait"};
+Status WaitedOut(const LockWait& wait) {
+  const int64_t ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(wait.request.wait).count();
+  return {StatusCode::kDeadlineExceeded,
+          "lock " + wait.key + " is still held after waiting " + std::to_string(ms) + " ms",
+          "wait_ms", StatusReason::kLockWaitTimeout};
 }
 
 }  // namespace
@@ -66,7 +71,7 @@ bool LockTable::Acquire(LockWait* wait, Timestamp now) {
     return true;
   }
   if (wait->deadline <= now) {
-    wait->result = WaitedOut(wait->key);
+    wait->result = WaitedOut(*wait);
     return true;
   }
   wait->waiting_at_ = lock.waiters.insert(lock.waiters.end(), wait);
@@ -162,7 +167,7 @@ Status LockTable::TimedWork(Timestamp now, std::vector<LockWait*>& answered) {
   // Waits that ran out.
   while (!waits_.empty() && waits_.begin()->first <= now) {
     LockWait* wait = PopFirstWait();
-    wait->result = WaitedOut(wait->key);
+    wait->result = WaitedOut(*wait);
     answered_.push_back(wait);
   }
   answered.insert(answered.end(), answered_.begin(), answered_.end());

@@ -2,12 +2,10 @@
 
 #include <charconv>
 #include <memory>
-#include <mutex>
 
 #include "chronoq/time.h"
 
 #include "codec/json_codec.h"
-#include "core/validate.h"
 
 namespace chronoq::server {
 namespace {
@@ -21,15 +19,16 @@ ApiResponse JsonResponse(int status, std::string body) {
   return r;
 }
 
-// Reads the optional array `acks` ([{id, token}], 1 to 10,000 entries).
+// Reads the optional array `acks` ([{id, token}]); the engine checks the
+// count and the ids.
 Status ReadAcks(ObjectReader& r, std::vector<AckRequest>& out) {
   const Json* acks = nullptr;
-  Status s = r.Array("acks", acks);
-  if (!s.ok() || acks == nullptr) return s;
-  if (acks->empty()) return Status::InvalidArgument("acks", "must not be empty");
-  if (acks->size() > kMaxBatchTasks) {
-    return Status::InvalidArgument("acks", "more than 10000 entries");
-  }
+  CHRONOQ_RETURN_IF_ERROR(r.Array("acks", acks));
+  if (acks == nullptr) return {};
+  // No acknowledgements means "none" to the engine: an empty array given
+  // cannot be passed on.
+  if (acks->empty()) return Status::InvalidArgument("acks", "must not be empty (leave it out)");
+  out.reserve(acks->size());
   for (size_t i = 0; i < acks->size(); ++i) {
     const std::string prefix = "acks[" + std::to_string(i) + "].";
     if (!(*acks)[i].is_object()) {
@@ -38,12 +37,10 @@ Status ReadAcks(ObjectReader& r, std::vector<AckRequest>& out) {
     ObjectReader a((*acks)[i], prefix);
     std::optional<std::string> id;
     AckRequest req;
-    s = a.Required("id");
-    if (s.ok()) s = a.String("id", id, kMaxIdBytes);
-    if (s.ok()) s = ReadToken(a, req.token);
-    if (s.ok()) s = a.Finish();
-    if (s.ok() && id->empty()) s = Status::InvalidArgument(a.Field("id"), "must be 1-200 bytes");
-    if (!s.ok()) return s;
+    CHRONOQ_RETURN_IF_ERROR(a.Required("id"));
+    CHRONOQ_RETURN_IF_ERROR(a.String("id", id));
+    CHRONOQ_RETURN_IF_ERROR(ReadToken(a, req.token));
+    CHRONOQ_RETURN_IF_ERROR(a.Finish());
     req.id = std::move(*id);
     out.push_back(std::move(req));
   }
@@ -120,25 +117,12 @@ std::vector<std::string_view> SplitPath(std::string_view path) {
   return segments;
 }
 
-// The errors with a code of their own, found by code and field.
-bool IsStaleToken(const Status& status) {
-  return status.code() == StatusCode::kFailedPrecondition && status.field() == "token";
-}
-bool IsLockWaitTimeout(const Status& status) {
-  return status.code() == StatusCode::kDeadlineExceeded && status.field() == "wait_ms";
-}
-// An enqueue past its queue's max_pending_per_key: the engine names the key
-// field, "key" or, in a batch, "tasks[3].key".
-bool IsKeyBacklogFull(const Status& status) {
-  const std::string_view field = status.field();
-  return status.code() == StatusCode::kResourceExhausted &&
-         (field == "key" || field.ends_with(".key"));
-}
-
 }  // namespace
 
 int HttpStatusOf(const Status& status) {
-  if (IsLockWaitTimeout(status)) return 409;
+  // A lock that stayed busy is an answer about the lock, not a server that
+  // ran out of time.
+  if (status.reason() == StatusReason::kLockWaitTimeout) return 409;
   switch (status.code()) {
     case StatusCode::kOk:
       return 200;
@@ -163,10 +147,8 @@ int HttpStatusOf(const Status& status) {
 }
 
 std::string_view WireCodeOf(const Status& status) {
+  if (status.reason() != StatusReason::kNone) return StatusReasonName(status.reason());
   if (status.code() == StatusCode::kAlreadyExists) return "conflict";
-  if (IsStaleToken(status)) return "stale_token";
-  if (IsLockWaitTimeout(status)) return "lock_wait_timeout";
-  if (IsKeyBacklogFull(status)) return "key_backlog_full";
   return StatusCodeName(status.code());
 }
 
@@ -413,10 +395,6 @@ void Api::CreateBatch(const std::string& body, const Respond& respond) {
   Status s = r.Required("tasks");
   if (s.ok()) s = r.Array("tasks", tasks);
   if (s.ok()) s = r.Finish();
-  if (s.ok() && tasks->empty()) s = Status::InvalidArgument("tasks", "must not be empty");
-  if (s.ok() && tasks->size() > kMaxBatchTasks) {
-    s = Status::InvalidArgument("tasks", "more than 10000 tasks");
-  }
   if (!s.ok()) return respond(ErrorResponse(s));
   std::vector<TaskSpec> specs;
   specs.reserve(tasks->size());
@@ -486,13 +464,18 @@ void Api::RescheduleTask(const std::string& id, const std::string& body, const R
   std::optional<Duration> delay;
   std::optional<std::string> payload;
   Status s = r.Time("run_at", run_at);
-  if (s.ok()) s = r.Millis("delay_ms", delay, Duration::zero(), kMaxDelay);
+  if (s.ok()) s = r.Millis("delay_ms", delay);
   if (s.ok()) s = r.Value("payload", payload);
   if (s.ok()) s = r.Finish();
+  // The engine moves a task to an instant; a delay is turned into one here,
+  // so what only a delay can get wrong is checked here.
   if (s.ok() && run_at && delay) {
     s = Status::InvalidArgument("delay_ms", "give run_at or delay_ms, not both");
   }
   if (s.ok() && !run_at && !delay) s = Status::InvalidArgument("run_at", "missing (or delay_ms)");
+  if (s.ok() && delay && (*delay < Duration::zero() || *delay > kMaxDelay)) {
+    s = Status::InvalidArgument("delay_ms", "must be between 0 and 100 years");
+  }
   if (!s.ok()) return respond(ErrorResponse(s));
   const Timestamp when = run_at ? *run_at : clock_.Now() + *delay;
   engine_.RescheduleAsync(id, when, std::move(payload), ReplyTask(respond));
@@ -504,71 +487,32 @@ void Api::Claim(const std::string& queue, const std::string& body, const Respond
   Result<Json> json = body.empty() ? Result<Json>(Json::object()) : ParseBody(body);
   if (!json.ok()) return respond(ErrorResponse(json.status()));
   ObjectReader r(*json);
-  std::optional<int64_t> max;
+  std::optional<int> max;
   std::optional<Duration> lease, wait;
-  std::vector<AckRequest> acks;
-  Status s = r.Int("max", max, 1, kMaxClaimBatch);
-  if (s.ok()) s = r.Millis("lease_ms", lease, kMinLease, kMaxLease);
-  if (s.ok()) s = r.Millis("wait_ms", wait, Duration::zero(), kMaxClaimWait);
-  if (s.ok()) s = ReadAcks(r, acks);
+  ClaimRequest request;
+  Status s = r.Int("max", max);
+  if (s.ok()) s = r.Millis("lease_ms", lease);
+  if (s.ok()) s = r.Millis("wait_ms", wait);
+  if (s.ok()) s = ReadAcks(r, request.acks);
   if (s.ok()) s = r.Finish();
-  // Checked here too, so that a claim the engine would refuse at once never
-  // follows acknowledgements already sent.
-  if (s.ok()) s = ValidateQueueName(queue);
   if (!s.ok()) return respond(ErrorResponse(s));
-  const int n = static_cast<int>(max.value_or(1));
-  const Duration lease_for = lease.value_or(milliseconds(30000));
-  const Duration wait_for = wait.value_or(Duration::zero());
-  if (acks.empty()) {
-    engine_.ClaimAsync(
-        queue, n, lease_for, wait_for,
-        Reply<std::vector<Lease>>(respond, [](std::string& out, const std::vector<Lease>& leases) {
-          out += "{\"tasks\":";
-          AppendArray(out, leases, AppendLease);
-          out += '}';
-        }));
-    return;
-  }
-  // The acknowledgements go to the loop first, so they usually commit in the
-  // same cycle as the claim, which may then take the tasks they free (the
-  // next of the same keys). The answer waits for both.
-  struct Joined {
-    std::mutex mu;
-    int left = 2;
-    std::vector<std::string> ids;
-    std::optional<Result<std::vector<Status>>> acked;
-    std::optional<Result<std::vector<Lease>>> claimed;
-  };
-  auto joined = std::make_shared<Joined>();
-  joined->ids = AckIds(acks);
-  auto done = [joined, respond] {
-    Joined& j = *joined;
-    if (!j.acked->ok()) return respond(ErrorResponse(j.acked->status()));
-    if (!j.claimed->ok()) return respond(ErrorResponse(j.claimed->status()));
-    ApiResponse out;
-    out.status = 200;
-    out.render = [joined](std::string& text) {
-      text += "{\"tasks\":";
-      AppendArray(text, **joined->claimed, AppendLease);
-      text += ",\"acks\":";
-      AppendAckResults(text, joined->ids, **joined->acked);
-      text += '}';
-    };
-    respond(std::move(out));
-  };
-  // Each answer, on whichever thread it comes, fills its slot; the last one
-  // responds.
-  auto arrive = [joined, done](auto slot) {
-    return [joined, done, slot](auto result) {
-      std::unique_lock lock(joined->mu);
-      (*joined).*slot = std::move(result);
-      if (--joined->left > 0) return;
-      lock.unlock();
-      done();
-    };
-  };
-  engine_.AckManyAsync(std::move(acks), arrive(&Joined::acked));
-  engine_.ClaimAsync(queue, n, lease_for, wait_for, arrive(&Joined::claimed));
+  request.queue = queue;
+  request.max = max.value_or(1);
+  request.lease = lease.value_or(milliseconds(30000));
+  request.wait = wait.value_or(Duration::zero());
+  const bool with_acks = !request.acks.empty();
+  std::vector<std::string> ids = AckIds(request.acks);
+  engine_.ClaimAsync(std::move(request),
+                     Reply<ClaimAnswer>(respond, [with_acks, ids = std::move(ids)](
+                                                     std::string& out, const ClaimAnswer& answer) {
+                       out += "{\"tasks\":";
+                       AppendArray(out, answer.leases, AppendLease);
+                       if (with_acks) {
+                         out += ",\"acks\":";
+                         AppendAckResults(out, ids, answer.acks);
+                       }
+                       out += '}';
+                     }));
 }
 
 void Api::AckTask(const std::string& id, const std::string& body, const Respond& respond) {
@@ -613,8 +557,8 @@ void Api::FailTask(const std::string& id, const std::string& body, const Respond
   std::optional<std::string> error;
   std::optional<Duration> retry_in;
   Status s = ReadToken(r, token);
-  if (s.ok()) s = r.String("error", error, kMaxErrorBytes);
-  if (s.ok()) s = r.Millis("retry_in_ms", retry_in, Duration::zero(), kMaxDelay);
+  if (s.ok()) s = r.String("error", error);
+  if (s.ok()) s = r.Millis("retry_in_ms", retry_in);
   if (s.ok()) s = r.Finish();
   if (!s.ok()) return respond(ErrorResponse(s));
   engine_.FailAsync(id, token, error.value_or(""), retry_in, "", [respond](Status status) {
@@ -630,7 +574,7 @@ void Api::ExtendTask(const std::string& id, const std::string& body, const Respo
   std::optional<Duration> lease;
   Status s = ReadToken(r, token);
   if (s.ok()) s = r.Required("lease_ms");
-  if (s.ok()) s = r.Millis("lease_ms", lease, kMinLease, kMaxLease);
+  if (s.ok()) s = r.Millis("lease_ms", lease);
   if (s.ok()) s = r.Finish();
   if (!s.ok()) return respond(ErrorResponse(s));
   engine_.ExtendAsync(id, token, *lease,

@@ -42,9 +42,6 @@ struct ApiResponse {
 
 using Respond = std::function<void(ApiResponse)>;
 
-// Limits the API enforces on top of the engine's.
-inline constexpr size_t kMaxBatchTasks = 10'000;
-
 // Counts requests by status class for /metrics.
 struct ApiCounters {
   std::atomic<uint64_t> requests{0};
@@ -114,12 +111,10 @@ class Api {
 };
 
 // The HTTP status and wire code for an engine error: InvalidArgument 400
-// "invalid_argument", NotFound 404, AlreadyExists 409 "conflict", a stale
-// token (FailedPrecondition on field "token") 409 "stale_token", another
-// FailedPrecondition 409, a lock wait that ran out (DeadlineExceeded on field
-// "wait_ms") 409 "lock_wait_timeout", a full key backlog (ResourceExhausted on
-// field "key" or "tasks[i].key") 429 "key_backlog_full", another
-// ResourceExhausted 429, Unavailable 503...
+// "invalid_argument", NotFound 404, AlreadyExists 409 "conflict",
+// FailedPrecondition 409, ResourceExhausted 429, Unavailable 503, ...; an
+// error with a reason (Status::reason()) has the reason's name as its code:
+// 409 "stale_token", 409 "lock_wait_timeout", 429 "key_backlog_full".
 int HttpStatusOf(const Status& status);
 std::string_view WireCodeOf(const Status& status);
 ApiResponse ErrorResponse(const Status& status);

@@ -88,7 +88,7 @@ void Api::NextOccurrences(const std::string& name, std::string_view query, const
   int count = kDefaultNextCount;
   Status s = ForEachQueryParam(query, [&](std::string_view key, std::string value) -> Status {
     if (key != "count") return UnknownQueryParam(key);
-    CHRONOQ_ASSIGN_OR_RETURN(count, ParseIntParam(key, value, 1, kMaxNextCount));
+    CHRONOQ_ASSIGN_OR_RETURN(count, ParseIntParam(key, value));
     return {};
   });
   if (!s.ok()) return respond(ErrorResponse(s));

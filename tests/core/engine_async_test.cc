@@ -155,5 +155,40 @@ TEST_F(EngineAsyncTest, AClaimWaitingWhenTheEngineStopsIsAnsweredEmpty) {
   EXPECT_TRUE(parked.Get()->empty());
 }
 
+TEST_F(EngineAsyncTest, AClaimCarriesThePreviousClaimsAcknowledgements) {
+  Task a = Add(), b = Add();
+  Result<std::vector<Lease>> first = engine_->Claim("q", 1, 30s);
+  ASSERT_TRUE(first.ok() && first->size() == 1u);
+  const Lease& l = first->front();
+
+  // A bad acknowledgement refuses the whole request: nothing is acknowledged
+  // and nothing claimed.
+  Answer<Result<ClaimAnswer>> refused;
+  engine_->ClaimAsync(ClaimRequest{.queue = "q", .acks = {{l.id, l.token}, {"", 1}}},
+                      refused.Callback());
+  EXPECT_EQ(refused.Get().status().field(), "acks[1].id");
+  EXPECT_EQ(StateOf(l.id), TaskState::kRunning);
+
+  Answer<Result<ClaimAnswer>> answer;
+  engine_->ClaimAsync(ClaimRequest{.queue = "q", .max = 5, .acks = {{l.id, l.token}, {l.id, 99}}},
+                      answer.Callback());
+  Result<ClaimAnswer> got = answer.Get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->acks.size(), 2u);
+  EXPECT_TRUE(got->acks[0].ok());
+  EXPECT_EQ(got->acks[1].reason(), StatusReason::kStaleToken);
+  ASSERT_EQ(got->leases.size(), 1u);
+  EXPECT_EQ(got->leases[0].id, l.id == a.id ? b.id : a.id);
+  EXPECT_EQ(StateOf(l.id), TaskState::kSucceeded);
+
+  // Without acknowledgements it is a plain claim.
+  Answer<Result<ClaimAnswer>> empty;
+  engine_->ClaimAsync(ClaimRequest{.queue = "q"}, empty.Callback());
+  Result<ClaimAnswer> none = empty.Get();
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->leases.empty());
+  EXPECT_TRUE(none->acks.empty());
+}
+
 }  // namespace
 }  // namespace chronoq

@@ -64,7 +64,7 @@ TEST_F(EngineLockTest, ATryLockOnAHeldKeyAnswersAtOnce) {
   Acquire("k");
   Result<LockGrant> second = engine_->AcquireLock("k", {Duration::zero(), seconds(30), ""});
   EXPECT_EQ(second.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(second.status().field(), "wait");
+  EXPECT_EQ(second.status().field(), "wait_ms");
   EXPECT_TRUE(engine_->AcquireLock("other", {}).ok());  // keys are independent
 }
 
@@ -232,10 +232,10 @@ TEST_F(EngineLockTest, BadInputNamesTheField) {
       {"", {}, "key"},
       {std::string(201, 'k'), {}, "key"},
       {"a\nb", {}, "key"},
-      {"k", {seconds(-1), seconds(30), ""}, "wait"},
-      {"k", {std::chrono::hours(2), seconds(30), ""}, "wait"},
-      {"k", {Duration::zero(), Duration::zero(), ""}, "lease"},
-      {"k", {Duration::zero(), std::chrono::hours(24 * 8), ""}, "lease"},
+      {"k", {seconds(-1), seconds(30), ""}, "wait_ms"},
+      {"k", {std::chrono::hours(2), seconds(30), ""}, "wait_ms"},
+      {"k", {Duration::zero(), Duration::zero(), ""}, "lease_ms"},
+      {"k", {Duration::zero(), std::chrono::hours(24 * 8), ""}, "lease_ms"},
       {"k", {Duration::zero(), seconds(30), std::string(201, 'o')}, "owner"},
   };
   for (const Case& c : cases) {
@@ -247,7 +247,7 @@ TEST_F(EngineLockTest, BadInputNamesTheField) {
     EXPECT_EQ(w.Get().status().field(), c.field);
   }
   EXPECT_FALSE(Info("k").held);
-  EXPECT_EQ(engine_->ExtendLock("k", 1, Duration::zero()).status().field(), "lease");
+  EXPECT_EQ(engine_->ExtendLock("k", 1, Duration::zero()).status().field(), "lease_ms");
 }
 
 TEST_F(EngineLockTest, TheGuardReleasesOnScopeExit) {

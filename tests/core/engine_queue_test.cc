@@ -498,15 +498,15 @@ TEST_F(EngineQueueTest, BadSettingsAreRejectedByField) {
       {{.concurrency = 100'001}, "concurrency"},
       {{.max_attempts = 0}, "max_attempts"},
       {{.max_attempts = 1001}, "max_attempts"},
-      {{.backoff = Backoff{999us, 1s}}, "backoff.base"},
-      {{.backoff = Backoff{2s, 1s}}, "backoff.cap"},
-      {{.backoff = Backoff{1s, 24h * 7 + 1us}}, "backoff.cap"},
-      {{.retention = -1us}, "retention"},
-      {{.retention = 24h * 3650 + 1us}, "retention"},
+      {{.backoff = Backoff{999us, 1s}}, "backoff.base_ms"},
+      {{.backoff = Backoff{2s, 1s}}, "backoff.cap_ms"},
+      {{.backoff = Backoff{1s, 24h * 7 + 1us}}, "backoff.cap_ms"},
+      {{.retention = -1us}, "retention_ms"},
+      {{.retention = 24h * 3650 + 1us}, "retention_ms"},
       {{.rate_limit = RateLimit{0, 1s}}, "rate_limit.count"},
       {{.rate_limit = RateLimit{1'000'001, 1s}}, "rate_limit.count"},
-      {{.rate_limit = RateLimit{1, 999us}}, "rate_limit.period"},
-      {{.rate_limit = RateLimit{1, 24h + 1us}}, "rate_limit.period"},
+      {{.rate_limit = RateLimit{1, 999us}}, "rate_limit.period_ms"},
+      {{.rate_limit = RateLimit{1, 24h + 1us}}, "rate_limit.period_ms"},
   };
   for (const Case& c : cases) {
     Result<QueueInfo> r = engine_->ConfigureQueue("q", c.settings);

@@ -189,7 +189,7 @@ TEST_F(EngineTest, ExtendManyReportsPerLease) {
   EXPECT_EQ(engine_->Get(a.id)->lease_until, clock_.Now() + 10s);
   EXPECT_EQ(engine_->Get(b.id)->lease_until, clock_.Now() + 2s);
   EXPECT_EQ(engine_->ExtendMany({}, 10s).status().field(), "leases");
-  EXPECT_EQ(engine_->ExtendMany({{a.id, 1}}, 0s).status().field(), "lease");
+  EXPECT_EQ(engine_->ExtendMany({{a.id, 1}}, 0s).status().field(), "lease_ms");
 }
 
 TEST_F(EngineTest, FailRetriesAfterBackoffAndKeepsTheError) {
@@ -363,7 +363,7 @@ TEST_F(EngineTest, BadInputIsRejectedByFieldAndChangesNothing) {
   EXPECT_EQ(engine_->Enqueue(s).status().field(), "payload");
   s.payload = "{}";
   s.delay = -1s;
-  EXPECT_EQ(engine_->Enqueue(s).status().field(), "delay");
+  EXPECT_EQ(engine_->Enqueue(s).status().field(), "delay_ms");
   s.delay.reset();
   s.id = std::string(201, 'x');
   EXPECT_EQ(engine_->Enqueue(s).status().field(), "id");
@@ -371,11 +371,11 @@ TEST_F(EngineTest, BadInputIsRejectedByFieldAndChangesNothing) {
   s.queue = "bad queue";
   EXPECT_EQ(engine_->Enqueue(s).status().field(), "queue");
 
-  EXPECT_EQ(engine_->Claim("q", 1, 0s).status().field(), "lease");
+  EXPECT_EQ(engine_->Claim("q", 1, 0s).status().field(), "lease_ms");
   EXPECT_EQ(engine_->Claim("q", 0, 1s).status().field(), "max");
-  EXPECT_EQ(engine_->Claim("q", 1, 1s, -1s).status().field(), "wait");
-  EXPECT_EQ(engine_->Extend("x", 1, 0s).status().field(), "lease");
-  EXPECT_EQ(engine_->Fail("x", 1, "e", -1s).field(), "retry_after");
+  EXPECT_EQ(engine_->Claim("q", 1, 1s, -1s).status().field(), "wait_ms");
+  EXPECT_EQ(engine_->Extend("x", 1, 0s).status().field(), "lease_ms");
+  EXPECT_EQ(engine_->Fail("x", 1, "e", -1s).field(), "retry_in_ms");
   EXPECT_EQ(engine_->Reschedule("x", Timestamp(-1s)).status().field(), "run_at");
   EXPECT_EQ(engine_->List({.limit = 0}).status().field(), "limit");
   EXPECT_EQ(engine_->List({.cursor = "zz"}).status().field(), "cursor");
@@ -565,6 +565,39 @@ TEST_F(EngineTest, AckManyReportsPerTask) {
   EXPECT_EQ(engine_->AckMany({{"missing", 1}})->at(0).code(), StatusCode::kNotFound);
   (void)a;
   (void)b;
+}
+
+// The errors a caller must tell from others of their code carry a reason
+// (chronoqd sends its name as the error code).
+TEST_F(EngineTest, ErrorsCallersMustTellApartCarryAReason) {
+  Task t = Add();
+  auto leases = engine_->Claim("q", 1, 10s);
+  ASSERT_TRUE(leases.ok() && leases->size() == 1u);
+  Status stale = engine_->Ack(t.id, leases->front().token + 1);
+  EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(stale.reason(), StatusReason::kStaleToken);
+  EXPECT_EQ(stale.field(), "token");
+
+  auto held = engine_->AcquireLock("k", {0s, 10s, ""});
+  ASSERT_TRUE(held.ok());
+  auto busy = engine_->AcquireLock("k", {0s, 10s, ""});
+  EXPECT_EQ(busy.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(busy.status().reason(), StatusReason::kLockWaitTimeout);
+  EXPECT_EQ(busy.status().field(), "wait_ms");
+  EXPECT_EQ(engine_->ReleaseLock("k", held->token + 1).reason(), StatusReason::kStaleToken);
+
+  ASSERT_TRUE(engine_->ConfigureQueue("keyed", {.max_pending_per_key = 1}).ok());
+  TaskSpec keyed;
+  keyed.queue = "keyed";
+  keyed.key = "customer:7";
+  ASSERT_TRUE(engine_->Enqueue(keyed).ok());
+  auto full = engine_->Enqueue(keyed);
+  EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.status().reason(), StatusReason::kKeyBacklogFull);
+  EXPECT_EQ(full.status().field(), "key");
+
+  // Other errors of those codes have none.
+  EXPECT_EQ(engine_->Cancel(t.id).status().reason(), StatusReason::kNone);
 }
 
 }  // namespace

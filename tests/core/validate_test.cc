@@ -178,19 +178,19 @@ TEST(ValidateTaskSpecTest, RejectsRunAtAndDelayTogether) {
   TaskSpec spec = GoodSpec();
   spec.run_at = kNow + hours(1);
   spec.delay = hours(1);
-  ExpectRejected(spec, "delay");
+  ExpectRejected(spec, "delay_ms");
 }
 
 TEST(ValidateTaskSpecTest, RejectsNegativeDelay) {
   TaskSpec spec = GoodSpec();
   spec.delay = Duration(-1);
-  ExpectRejected(spec, "delay");
+  ExpectRejected(spec, "delay_ms");
 }
 
 TEST(ValidateTaskSpecTest, RejectsDelayOverOneHundredYears) {
   TaskSpec spec = GoodSpec();
   spec.delay = kMaxDelay + Duration(1);
-  ExpectRejected(spec, "delay");
+  ExpectRejected(spec, "delay_ms");
 }
 
 TEST(ValidateTaskSpecTest, RejectsRunAtBefore1970) {
@@ -304,15 +304,15 @@ TEST(ValidateTaskSpecTest, MaxAttemptsRange) {
 TEST(ValidateTaskSpecTest, RejectsNonPositiveBackoffBase) {
   TaskSpec spec = GoodSpec();
   spec.backoff = Backoff{Duration::zero(), seconds(10)};
-  ExpectRejected(spec, "backoff.base");
+  ExpectRejected(spec, "backoff.base_ms");
   spec.backoff = Backoff{Duration(-1), seconds(10)};
-  ExpectRejected(spec, "backoff.base");
+  ExpectRejected(spec, "backoff.base_ms");
 }
 
 TEST(ValidateTaskSpecTest, RejectsBackoffCapBelowBase) {
   TaskSpec spec = GoodSpec();
   spec.backoff = Backoff{seconds(10), seconds(9)};
-  ExpectRejected(spec, "backoff.cap");
+  ExpectRejected(spec, "backoff.cap_ms");
   spec.backoff = Backoff{seconds(10), seconds(10)};  // equal is fine
   EXPECT_TRUE(ValidateTaskSpec(spec, kNow, kDefaultMaxAttempts).ok());
 }
@@ -320,7 +320,7 @@ TEST(ValidateTaskSpecTest, RejectsBackoffCapBelowBase) {
 TEST(ValidateTaskSpecTest, RejectsBackoffCapOverOneHundredYears) {
   TaskSpec spec = GoodSpec();
   spec.backoff = Backoff{seconds(1), kMaxDelay + Duration(1)};
-  ExpectRejected(spec, "backoff.cap");
+  ExpectRejected(spec, "backoff.cap_ms");
 }
 
 TEST(ValidateTaskSpecTest, PrefixIsPrependedToEveryField) {
@@ -335,7 +335,7 @@ TEST(ValidateTaskSpecTest, PrefixIsPrependedToEveryField) {
 
   spec = GoodSpec();
   spec.delay = Duration(-1);
-  ExpectRejected(spec, "tasks[3].delay", prefix);
+  ExpectRejected(spec, "tasks[3].delay_ms", prefix);
 
   spec = GoodSpec();
   spec.run_at = Timestamp() - seconds(1);
@@ -351,11 +351,11 @@ TEST(ValidateTaskSpecTest, PrefixIsPrependedToEveryField) {
 
   spec = GoodSpec();
   spec.backoff = Backoff{Duration::zero(), seconds(1)};
-  ExpectRejected(spec, "tasks[3].backoff.base", prefix);
+  ExpectRejected(spec, "tasks[3].backoff.base_ms", prefix);
 
   spec = GoodSpec();
   spec.backoff = Backoff{seconds(2), seconds(1)};
-  ExpectRejected(spec, "tasks[3].backoff.cap", prefix);
+  ExpectRejected(spec, "tasks[3].backoff.cap_ms", prefix);
 }
 
 TEST(ValidateTaskSpecTest, PrefixedMessageStartsWithTheFullField) {
@@ -372,7 +372,7 @@ TEST(ValidateFieldsTest, DefaultFieldNames) {
   EXPECT_EQ(ValidateTaskId("").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidatePayload("{").field(), "payload");
   EXPECT_EQ(ValidateDue(Timestamp() - Duration(1), kNow).field(), "run_at");
-  EXPECT_EQ(ValidateLease(Duration::zero()).field(), "lease");
+  EXPECT_EQ(ValidateLease(Duration::zero()).field(), "lease_ms");
 }
 
 TEST(ValidateFieldsTest, ValidInputsPass) {
@@ -393,7 +393,7 @@ TEST(ValidateFieldsTest, ValidateDueUpperBoundIsRelativeToNow) {
 TEST(ValidateLeaseTest, Bounds) {
   const Status zero = ValidateLease(Duration::zero());
   EXPECT_EQ(zero.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(zero.field(), "lease");
+  EXPECT_EQ(zero.field(), "lease_ms");
 
   const Status below = ValidateLease(milliseconds(1) - Duration(1), "claim.lease");
   EXPECT_EQ(below.code(), StatusCode::kInvalidArgument);
@@ -405,7 +405,7 @@ TEST(ValidateLeaseTest, Bounds) {
 
   const Status above = ValidateLease(hours(24 * 7) + Duration(1));
   EXPECT_EQ(above.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(above.field(), "lease");
+  EXPECT_EQ(above.field(), "lease_ms");
 
   const Status negative = ValidateLease(seconds(-5));
   EXPECT_EQ(negative.code(), StatusCode::kInvalidArgument);
@@ -533,7 +533,7 @@ TEST(ValidateTargetTest, TimeoutBounds) {
        {Duration::zero(), Duration(999), std::chrono::minutes(5) + Duration(1), Duration(1500)}) {
     WebhookTarget t = GoodTarget();
     t.timeout = d;
-    ExpectTargetRejected(t, "target.timeout");
+    ExpectTargetRejected(t, "target.timeout_ms");
   }
 }
 
@@ -579,13 +579,13 @@ TEST(ValidateQueueSettingsTest, BoundsNameTheirField) {
       {{.max_attempts = 1001}, "max_attempts"},
       {{.backoff = Backoff{milliseconds(1), milliseconds(1)}}, nullptr},
       {{.backoff = Backoff{seconds(1), hours(24 * 7)}}, nullptr},
-      {{.backoff = Backoff{Duration(999), seconds(1)}}, "backoff.base"},
-      {{.backoff = Backoff{seconds(2), seconds(1)}}, "backoff.cap"},
-      {{.backoff = Backoff{seconds(1), hours(24 * 7) + Duration(1)}}, "backoff.cap"},
+      {{.backoff = Backoff{Duration(999), seconds(1)}}, "backoff.base_ms"},
+      {{.backoff = Backoff{seconds(2), seconds(1)}}, "backoff.cap_ms"},
+      {{.backoff = Backoff{seconds(1), hours(24 * 7) + Duration(1)}}, "backoff.cap_ms"},
       {{.retention = Duration::zero()}, nullptr},
       {{.retention = hours(24 * 3650)}, nullptr},
-      {{.retention = Duration(-1)}, "retention"},
-      {{.retention = hours(24 * 3650) + Duration(1)}, "retention"},
+      {{.retention = Duration(-1)}, "retention_ms"},
+      {{.retention = hours(24 * 3650) + Duration(1)}, "retention_ms"},
   };
   for (const Case& c : cases) {
     Status s = ValidateQueueSettings(c.settings);

@@ -301,7 +301,8 @@ TEST_F(ApiKeysTest, AFullKeyBacklogIs429KeyBacklogFullNamingTheKey) {
 
 TEST(ApiKeysErrorsTest, AKeyBacklogErrorIsA429OfItsOwn) {
   for (const std::string field : {"key", "tasks[3].key"}) {
-    const Status full(StatusCode::kResourceExhausted, "key k has 5 tasks waiting", field);
+    const Status full(StatusCode::kResourceExhausted, "key k has 5 tasks waiting", field,
+                      StatusReason::kKeyBacklogFull);
     EXPECT_EQ(HttpStatusOf(full), 429) << field;
     EXPECT_EQ(WireCodeOf(full), "key_backlog_full") << field;
     EXPECT_THAT(ErrorResponse(full).body, HasSubstr(R"("field":")" + field + "\"")) << field;

@@ -312,7 +312,8 @@ TEST_F(ApiLocksTest, MethodNotAllowedNamesTheAllowedMethods) {
 }
 
 TEST(ApiLocksErrorsTest, ALockWaitTimeoutIsA409OfItsOwn) {
-  const Status timeout(StatusCode::kDeadlineExceeded, "still held", "wait_ms");
+  const Status timeout(StatusCode::kDeadlineExceeded, "still held", "wait_ms",
+                       StatusReason::kLockWaitTimeout);
   EXPECT_EQ(HttpStatusOf(timeout), 409);
   EXPECT_EQ(WireCodeOf(timeout), "lock_wait_timeout");
   // Another deadline is still a 503.
