@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "codec/json_codec.h"
+#include "common/check.h"
 #include "core/backoff.h"
 #include "core/validate.h"
 
@@ -767,8 +768,9 @@ Result<QueueInfo> Core::PauseQueue(const std::string& name, bool paused) {
 // --- parked claims ------------------------------------------------------------
 
 void Core::Park(ClaimOp* op) {
-  // Claim() succeeded, so the queue is cached.
-  op->qid_ = qids_.at(op->queue);
+  const auto queue = qids_.find(op->queue);
+  CHRONOQ_CHECK(queue != qids_.end(), "a claim that parks has found its queue (Claim() succeeded)");
+  op->qid_ = queue->second;
   auto& list = parked_[op->qid_];
   op->parked_at_ = list.insert(list.end(), op);
   parked_deadlines_.emplace(op->deadline, op);

@@ -24,22 +24,22 @@ class Completion {
   void Signal(F publish) {
     const std::shared_ptr<State> state = state_;  // outlives the op if need be
     {
-      std::lock_guard lock(state->mu);
+      MutexLock lock(state->mu);
       publish();
       state->done = true;
     }
     state->cv.notify_one();
   }
   void Wait() {
-    std::unique_lock lock(state_->mu);
-    state_->cv.wait(lock, [&] { return state_->done; });
+    MutexLock lock(state_->mu);
+    while (!state_->done) state_->cv.wait(lock.std_lock());
   }
 
  private:
   struct State {
-    std::mutex mu;
+    Mutex mu;
     std::condition_variable cv;
-    bool done = false;
+    bool done CHRONOQ_GUARDED_BY(mu) = false;
   };
   std::shared_ptr<State> state_;
 };
@@ -240,7 +240,7 @@ EngineImpl::~EngineImpl() {
   // still runs.
   std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools;
   {
-    std::lock_guard lock(pools_mu_);
+    MutexLock lock(pools_mu_);
     pools.swap(pools_);
   }
   for (auto& [queue, pool] : pools) pool->RequestStop();
@@ -252,7 +252,7 @@ EngineImpl::~EngineImpl() {
   }
   pools.clear();  // joins
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -263,7 +263,7 @@ EngineImpl::~EngineImpl() {
 
 void EngineImpl::Submit(Op* op) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!stop_) {
       pending_.push_back(op);
       // The loop only sleeps with nothing pending, so only the first op of a
@@ -286,11 +286,11 @@ void EngineImpl::Loop() {
   bool stopping = false;
   while (!stopping) {
     {
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       while (pending_.empty() && !stop_) {
         const Timestamp wake = core_.NextWake();
         if (wake <= clock_.Now()) break;
-        clock_.WaitUntil(cv_, lock, wake);
+        clock_.WaitUntil(cv_, lock.std_lock(), wake);
       }
       batch.swap(pending_);
       stopping = stop_;
@@ -340,7 +340,7 @@ void EngineImpl::RunCycle(std::vector<Op*>& batch) {
 
 void EngineImpl::RecordCycle(const CycleStats& cycle, size_t ops) {
   const size_t ops_bucket = BucketOf(kCommitOpsBounds, static_cast<double>(ops));
-  std::lock_guard lock(stats_mu_);
+  MutexLock lock(stats_mu_);
   stats_.lock_keys = core_.lock_keys();
   stats_.locks_held = core_.locks_held();
   stats_.lock_waiters = core_.lock_waiters();
@@ -358,7 +358,7 @@ void EngineImpl::RecordCycle(const CycleStats& cycle, size_t ops) {
 EngineStats EngineImpl::Stats() {
   StatsTotals t;
   {
-    std::lock_guard lock(stats_mu_);
+    MutexLock lock(stats_mu_);
     t = stats_;
   }
   EngineStats out;
@@ -583,8 +583,9 @@ void EngineImpl::ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) {
   // next of the same keys). The answer waits for both, which may come on
   // different cycles; whichever comes last answers.
   struct Joined {
-    std::mutex mu;
-    int left = 2;
+    Mutex mu;
+    int left CHRONOQ_GUARDED_BY(mu) = 2;
+    // Each written once, under mu; read by the last to arrive, after.
     std::optional<Result<std::vector<Status>>> acked;
     std::optional<Result<std::vector<Lease>>> claimed;
     Done<ClaimAnswer> done;
@@ -593,10 +594,11 @@ void EngineImpl::ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) {
   joined->done = std::move(done);
   auto arrive = [joined](auto slot) {
     return [joined, slot](auto result) {
-      std::unique_lock lock(joined->mu);
-      (*joined).*slot = std::move(result);
-      if (--joined->left > 0) return;
-      lock.unlock();
+      {
+        MutexLock lock(joined->mu);
+        (*joined).*slot = std::move(result);
+        if (--joined->left > 0) return;
+      }
       Joined& j = *joined;
       if (!j.acked->ok()) return j.done(j.acked->status());
       if (!j.claimed->ok()) return j.done(j.claimed->status());
@@ -746,7 +748,7 @@ Status EngineImpl::RegisterBatchHandler(std::string_view queue, HandlerOptions o
       ValidateLimit(options.concurrency, kMaxHandlerConcurrency, "concurrency"));
   CHRONOQ_RETURN_IF_ERROR(ValidateLimit(options.batch_size, kMaxClaimBatch, "batch_size"));
   CHRONOQ_RETURN_IF_ERROR(ValidateLease(options.lease, "lease"));
-  std::lock_guard lock(pools_mu_);
+  MutexLock lock(pools_mu_);
   const std::string name(queue);
   if (pools_.contains(name)) {
     return Status::AlreadyExists("queue " + name + " already has a handler");

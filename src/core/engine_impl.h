@@ -21,6 +21,7 @@
 
 #include "chronoq/engine.h"
 
+#include "common/mutex.h"
 #include "core/core.h"
 #include "dispatch/worker_pool.h"
 #include "store/store.h"
@@ -125,7 +126,7 @@ class EngineImpl final : public Engine {
   // CreateSchedule (replace false) and PutSchedule (true).
   Result<Schedule> SaveSchedule(const ScheduleSpec& spec, bool replace);
   // Hands `op` to the loop; answers it with Unavailable when stopping.
-  void Submit(Op* op);
+  void Submit(Op* op) CHRONOQ_EXCLUDES(mu_);
   // Wakes every caller waiting for an op (see CallOp in engine_impl.cc).
   void WakeCallers();
   void Loop();
@@ -152,20 +153,20 @@ class EngineImpl final : public Engine {
   const std::unique_ptr<Store> store_;
   Core core_;  // loop thread only
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;  // the loop waits here for ops or its next deadline
-  std::vector<Op*> pending_;    // guarded by mu_
-  bool stop_ = false;           // guarded by mu_
+  std::vector<Op*> pending_ CHRONOQ_GUARDED_BY(mu_);
+  bool stop_ CHRONOQ_GUARDED_BY(mu_) = false;
   std::thread loop_;
   std::atomic<uint32_t> cycles_{0};  // bumped after each cycle's ops are answered
 
   // Written by the loop once per commit, read by Stats(): both hold the lock
   // only to copy a few hundred bytes.
-  std::mutex stats_mu_;
-  StatsTotals stats_;  // guarded by stats_mu_
+  Mutex stats_mu_;
+  StatsTotals stats_ CHRONOQ_GUARDED_BY(stats_mu_);
 
-  std::mutex pools_mu_;
-  std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools_;  // guarded by pools_mu_
+  Mutex pools_mu_;
+  std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools_ CHRONOQ_GUARDED_BY(pools_mu_);
 };
 
 }  // namespace chronoq

@@ -1,5 +1,6 @@
 #include "dispatch/lease_table.h"
 
+#include "common/check.h"
 #include "common/task_id.h"
 
 namespace chronoq {
@@ -34,7 +35,9 @@ std::optional<RunningTask> LeaseTable::Remove(int64_t seq) {
 }
 
 void LeaseTable::Extend(int64_t seq, Timestamp until) {
-  RunningTask& task = by_seq_.at(seq);
+  const auto it = by_seq_.find(seq);
+  CHRONOQ_CHECK(it != by_seq_.end(), "only a leased task's lease is extended");
+  RunningTask& task = it->second;
   by_expiry_.erase({task.lease_until, seq});
   task.lease_until = until;
   by_expiry_.emplace(until, seq);

@@ -38,7 +38,7 @@ void WorkerPool::Start() {
 
 void WorkerPool::RequestStop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -52,9 +52,9 @@ void WorkerPool::Join() {
 }
 
 void WorkerPool::Pause(Duration d) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   const Timestamp until = clock_.Now() + d;
-  while (!stopping_ && clock_.Now() < until) clock_.WaitUntil(cv_, lock, until);
+  while (!stopping_ && clock_.Now() < until) clock_.WaitUntil(cv_, lock.std_lock(), until);
 }
 
 std::vector<Status> WorkerPool::RunHandler(const std::vector<Lease>& leases) {
@@ -88,7 +88,7 @@ void WorkerPool::Work() {
     const std::vector<Lease>& leases = *claimed;
     if (leases.empty()) continue;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (in_flight_.empty()) next_extend_ = clock_.Now() + options_.lease / 3;
       for (const Lease& l : leases) in_flight_.emplace(l.id, l.token);
     }
@@ -97,7 +97,7 @@ void WorkerPool::Work() {
     const std::vector<Status> outcomes = RunHandler(leases);
 
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (const Lease& l : leases) in_flight_.erase({l.id, l.token});
     }
     std::vector<AckRequest> acks;
@@ -125,34 +125,35 @@ void WorkerPool::Work() {
 }
 
 void WorkerPool::KeepLeases() {
-  std::unique_lock lock(mu_);
   while (!stopping_) {
-    if (in_flight_.empty()) {
-      clock_.WaitUntil(cv_, lock, kForever);
-      continue;
-    }
-    if (clock_.Now() < next_extend_) {
-      clock_.WaitUntil(cv_, lock, next_extend_);
-      continue;
-    }
-    next_extend_ = clock_.Now() + options_.lease / 3;
     std::vector<AckRequest> extend;
-    extend.reserve(in_flight_.size());
-    for (const auto& [id, token] : in_flight_) extend.push_back({id, token});
-    lock.unlock();
-    // One commit for every task in flight, however large the batches.
+    {
+      MutexLock lock(mu_);
+      if (in_flight_.empty()) {
+        clock_.WaitUntil(cv_, lock.std_lock(), kForever);
+        continue;
+      }
+      if (clock_.Now() < next_extend_) {
+        clock_.WaitUntil(cv_, lock.std_lock(), next_extend_);
+        continue;
+      }
+      next_extend_ = clock_.Now() + options_.lease / 3;
+      extend.reserve(in_flight_.size());
+      for (const auto& [id, token] : in_flight_) extend.push_back({id, token});
+    }
+    // One commit for every task in flight, however large the batches; the
+    // workers go on meanwhile.
     Result<std::vector<Status>> r = engine_.ExtendMany(extend, options_.lease);
     if (!r.ok()) {
       spdlog::warn("queue {}: extending leases: {}", queue_, r.status().ToString());
-    } else {
-      for (size_t i = 0; i < extend.size(); ++i) {
-        // The handler may have finished meanwhile; only a lost lease matters.
-        if (!(*r)[i].ok()) {
-          spdlog::debug("queue {}: extend {}: {}", queue_, extend[i].id, (*r)[i].ToString());
-        }
+      continue;
+    }
+    for (size_t i = 0; i < extend.size(); ++i) {
+      // The handler may have finished meanwhile; only a lost lease matters.
+      if (!(*r)[i].ok()) {
+        spdlog::debug("queue {}: extend {}: {}", queue_, extend[i].id, (*r)[i].ToString());
       }
     }
-    lock.lock();
   }
 }
 

@@ -22,6 +22,8 @@
 
 #include "chronoq/engine.h"
 
+#include "common/mutex.h"
+
 namespace chronoq {
 
 class WorkerPool {
@@ -60,13 +62,13 @@ class WorkerPool {
   const ClaimFn claim_;
 
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
   // (id, token) of every lease a worker is running. Both parts are needed: one
   // Claim call's tasks share a token, and after a lapse two workers may each
-  // hold a lease on the same task. Guarded by mu_.
-  std::set<std::pair<std::string, uint64_t>> in_flight_;
-  Timestamp next_extend_ = kForever;  // guarded by mu_
+  // hold a lease on the same task.
+  std::set<std::pair<std::string, uint64_t>> in_flight_ CHRONOQ_GUARDED_BY(mu_);
+  Timestamp next_extend_ CHRONOQ_GUARDED_BY(mu_) = kForever;
   std::vector<std::thread> workers_;
   std::thread keeper_;
 };

@@ -1,5 +1,7 @@
 #include "locks/lock_table.h"
 
+#include "common/check.h"
+
 namespace chronoq {
 namespace {
 
@@ -137,8 +139,9 @@ LockInfo LockTable::Get(const std::string& key) const {
 LockWait* LockTable::PopFirstWait() {
   LockWait* wait = waits_.begin()->second;
   waits_.erase(waits_.begin());
-  // Waiters queue only behind a holder, so the key is there.
-  locks_.at(wait->key).waiters.erase(wait->waiting_at_);
+  const auto it = locks_.find(wait->key);
+  CHRONOQ_CHECK(it != locks_.end(), "a waiter's key is in the table (it waits behind a holder)");
+  it->second.waiters.erase(wait->waiting_at_);
   return wait;
 }
 

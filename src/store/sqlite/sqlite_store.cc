@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include "common/mutex.h"
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/file.h>
@@ -424,7 +425,7 @@ class SqliteStore final : public Store {
   explicit SqliteStore(SqliteTuning tuning) : tuning_(tuning) {}
   ~SqliteStore() override {
     {
-      std::lock_guard lock(checkpoint_mu_);
+      MutexLock lock(checkpoint_mu_);
       stop_checkpointer_ = true;
     }
     checkpoint_cv_.notify_one();
@@ -949,11 +950,11 @@ class SqliteStore final : public Store {
   }
 
   Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) override {
-    std::lock_guard lock(reader_mu_);
+    MutexLock lock(reader_mu_);
     return QueryOne<ReadRow>(r_.by_seq.Reset().Bind(1, seq), reader_, "read task", ReadRowOf);
   }
   Result<std::optional<ReadRow>> ReadByName(const std::string& name) override {
-    std::lock_guard lock(reader_mu_);
+    MutexLock lock(reader_mu_);
     return QueryOne<ReadRow>(r_.by_name.Reset().Bind(1, name), reader_, "read task", ReadRowOf);
   }
 
@@ -972,7 +973,7 @@ class SqliteStore final : public Store {
     sql += by_due ? " ORDER BY " CHRONOQ_BUCKET ", t.seq" : " ORDER BY t.seq";
     sql += " LIMIT ?5";
 
-    std::lock_guard lock(reader_mu_);
+    MutexLock lock(reader_mu_);
     Stmt s;
     CHRONOQ_RETURN_IF_ERROR(s.Prepare(reader_, sql));
     if (q.state.has_value()) s.Bind(1, static_cast<int64_t>(*q.state));
@@ -1012,7 +1013,7 @@ class SqliteStore final : public Store {
     if (pages - store->signalled_at_pages_ >= store->tuning_.checkpoint_pages) {
       store->signalled_at_pages_ = pages;
       {
-        std::lock_guard lock(store->checkpoint_mu_);
+        MutexLock lock(store->checkpoint_mu_);
         store->checkpoint_wanted_ = true;
       }
       store->checkpoint_cv_.notify_one();
@@ -1023,12 +1024,13 @@ class SqliteStore final : public Store {
   // Copies committed WAL pages into the database file whenever asked. A
   // PASSIVE checkpoint never blocks the writer; its fsyncs happen here.
   void Checkpointer() {
-    std::unique_lock lock(checkpoint_mu_);
     for (;;) {
-      checkpoint_cv_.wait(lock, [&] { return checkpoint_wanted_ || stop_checkpointer_; });
-      if (stop_checkpointer_) return;
-      checkpoint_wanted_ = false;
-      lock.unlock();
+      {
+        MutexLock lock(checkpoint_mu_);
+        while (!checkpoint_wanted_ && !stop_checkpointer_) checkpoint_cv_.wait(lock.std_lock());
+        if (stop_checkpointer_) return;
+        checkpoint_wanted_ = false;
+      }
       // A connection learns that the database is in WAL mode only by reading
       // it; without this read the checkpoint silently does nothing.
       Exec(checkpoint_db_, "SELECT 1 FROM meta LIMIT 1").IgnoreError();
@@ -1038,7 +1040,6 @@ class SqliteStore final : public Store {
       if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
         spdlog::warn("checkpoint failed: {}", sqlite3_errmsg(checkpoint_db_));
       }
-      lock.lock();
     }
   }
 
@@ -1255,6 +1256,8 @@ class SqliteStore final : public Store {
     for (const auto& [stmt, sql] : writer) CHRONOQ_RETURN_IF_ERROR(stmt->Prepare(writer_, sql));
     const char* read_cols =
         "SELECT " CHRONOQ_TASK_COLS ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
+    // Nothing reads yet while the store opens; the lock only keeps the rule simple.
+    MutexLock lock(reader_mu_);
     CHRONOQ_RETURN_IF_ERROR(r_.by_seq.Prepare(reader_, std::string(read_cols) + "t.seq = ?1"));
     CHRONOQ_RETURN_IF_ERROR(r_.by_name.Prepare(reader_, std::string(read_cols) + "t.name = ?1"));
     return {};
@@ -1277,17 +1280,17 @@ class SqliteStore final : public Store {
         schedules_due, schedules_list;
     Stmt lock_save, lock_delete, locks;
   } w_;  // engine loop thread only
-  std::mutex reader_mu_;
+  Mutex reader_mu_;
   struct ReaderStatements {
     Stmt by_seq, by_name;
-  } r_;  // guarded by reader_mu_
+  } r_ CHRONOQ_GUARDED_BY(reader_mu_);
 
   sqlite3* checkpoint_db_ = nullptr;  // checkpointer_ thread only
   std::thread checkpointer_;
-  std::mutex checkpoint_mu_;
+  Mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;
-  bool checkpoint_wanted_ = false;  // guarded by checkpoint_mu_
-  bool stop_checkpointer_ = false;  // guarded by checkpoint_mu_
+  bool checkpoint_wanted_ CHRONOQ_GUARDED_BY(checkpoint_mu_) = false;
+  bool stop_checkpointer_ CHRONOQ_GUARDED_BY(checkpoint_mu_) = false;
 };
 
 }  // namespace
