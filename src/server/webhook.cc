@@ -59,6 +59,16 @@ Result<TargetUrl> ParseTargetUrl(std::string_view url) {
   return out;
 }
 
+std::string HostHeader(const TargetUrl& url) {
+  const bool ipv6 = url.host.find(':') != std::string::npos;
+  std::string host = ipv6 ? "[" + url.host + "]" : url.host;
+  // Receivers rebuild the URL they were called on from Host (to check a
+  // signature over it, to route by virtual host); without a non-default
+  // port that URL names another server.
+  if (url.port != (url.tls ? "443" : "80")) host += ":" + url.port;
+  return host;
+}
+
 namespace {
 
 constexpr Duration kClaimWait = std::chrono::hours(1);
@@ -127,7 +137,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     request_.method_string(target_.method);
     request_.target(url_.target);
     request_.version(11);
-    request_.set(http::field::host, url_.host);
+    request_.set(http::field::host, HostHeader(url_));
     request_.set(http::field::user_agent, "chronoqd");
     request_.set(http::field::content_type, "application/json");
     for (const auto& [name, value] : target_.headers) request_.set(name, value);
