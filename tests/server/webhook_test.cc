@@ -5,6 +5,8 @@
 #include "server/webhook.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 #include <strings.h>
 
@@ -207,14 +209,26 @@ TEST_F(WebhookTest, DeliveriesRunConcurrentlyUpToTheLimit) {
 
 TEST_F(WebhookTest, StopInterruptsADeliveryAndLeavesTheTaskDueAgain) {
   receiver_.HoldNextRequest();
-  const Task t = AddHook({.url = receiver_.url() + "/slow"});
+  // The longest timeout a target may have, so that a Stop() that waits for
+  // the delivery instead of interrupting it fails rather than passes slowly.
+  // Stop() used to wait out the timeout (10 s by default) in about one run
+  // in ten, when it came after the request was written but before the read
+  // began: cancelling the socket found no operation to cancel.
+  const Task t = AddHook({.url = receiver_.url() + "/slow", .timeout = 5min});
   ASSERT_TRUE(receiver_.AwaitHeldRequest());
-  deliverer_->Stop();
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    deliverer_->Stop();
+    stopped = true;
+  });
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); },
+                         "Stop() to interrupt the delivery in flight", 30s));
+  receiver_.Release();  // also ends a Stop() that waits for the answer
+  stopper.join();
   const Task after = *engine_->Get(t.id);
   EXPECT_EQ(after.state, TaskState::kScheduled);
   EXPECT_EQ(after.run_at, clock_.Now());
   EXPECT_THAT(after.last_error.value_or(""), HasSubstr("interrupted"));
-  receiver_.Release();
 }
 
 }  // namespace
