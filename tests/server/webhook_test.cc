@@ -8,14 +8,13 @@
 #include <atomic>
 #include <thread>
 
-#include <strings.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "support/engine_fixture.h"
 #include "support/eventually.h"
 #include "support/test_http_server.h"
+#include <strings.h>
 
 namespace chronoq::server {
 namespace {
