@@ -19,8 +19,7 @@
 
 #include "cli/http_client.h"
 #include "common/subprocess.h"
-#include "support/chronoqd_process.h"
-#include "support/engine_fixture.h"
+#include "support/chronoqd_fixture.h"
 #include "support/eventually.h"
 #include "support/status_matchers.h"
 #include "support/test_http_server.h"
@@ -37,38 +36,8 @@ using cli::HttpClient;
 using cli::HttpResponse;
 using nlohmann::json;
 
-class ChronoqdTest : public ::testing::Test {
- protected:
-  // Starts chronoqd on the test's data directory.
-  void Launch(std::vector<std::string> args = {}, std::vector<std::string> env = {}) {
-    server_ = std::make_unique<test::ChronoqdProcess>(test::ChronoqdOptions{
-        .binary = CHRONOQD_PATH,
-        .data_dir = dir_.File("data"),
-        .args = std::move(args),
-        .env = std::move(env),
-    });
-    ASSERT_THAT(server_->Start(), test::IsOk());
-  }
-  std::unique_ptr<HttpClient> Client() {
-    auto c = HttpClient::Create(server_->url(), 60s);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return std::move(*c);
-  }
-  // Sends one request on the test's own connection; fails the test when no
-  // response arrives.
-  HttpResponse Send(std::string_view method, std::string_view target, std::string_view body = "",
-                    const cli::HttpHeaders& headers = {}) {
-    if (!client_) client_ = Client();
-    auto r = client_->Send(method, target, body, headers);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : HttpResponse{};
-  }
-  static json Json(const HttpResponse& r) { return json::parse(r.body, nullptr, false); }
-
-  test::TempDir dir_;
-  std::unique_ptr<test::ChronoqdProcess> server_;
-  std::unique_ptr<HttpClient> client_;
-};
+// Launch(), Client(), Send(), Json(), server_ and dir_ come from the fixture.
+using ChronoqdTest = test::ChronoqdFixture;
 
 TEST_F(ChronoqdTest, TaskLifeCycleOverHttp) {
   Launch();
