@@ -46,13 +46,13 @@ class WebhookE2eTest : public test::ChronoqdFixture {
 };
 
 TEST_F(WebhookE2eTest, A500IsRetriedByChronoqdAndA200ThenCompletesTheTask) {
+  std::atomic<int> deliveries{0};  // outlives the receiver, whose handler counts
   TestHttpServer receiver;
   // The second delivery waits in the receiver until the test has looked at
   // the task between the attempts. Declared after the receiver, the promise
   // goes first: if the test ends early, the wait ends (broken promise) and
   // the receiver's thread can be joined.
   std::promise<void> answer_second;
-  std::atomic<int> deliveries{0};
   receiver.SetHandler(
       [&deliveries, second = answer_second.get_future().share()](const TestHttpServer::Request&) {
         if (++deliveries == 1) {

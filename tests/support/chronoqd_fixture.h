@@ -10,6 +10,7 @@
 //   }
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>

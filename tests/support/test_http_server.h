@@ -58,7 +58,7 @@ class TestHttpServer {
     std::vector<std::pair<std::string, std::string>> headers;  // extra headers
     bool close = false;  // answer with "Connection: close" and close the connection
     // No answer at all: the connection stays open and silent until the
-    // client closes it or the server goes (a receiver that hangs).
+    // server goes (a receiver that hangs).
     bool silent = false;
   };
 
