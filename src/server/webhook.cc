@@ -59,11 +59,23 @@ Result<TargetUrl> ParseTargetUrl(std::string_view url) {
   return out;
 }
 
+std::string HostHeader(const TargetUrl& url) {
+  const bool ipv6 = url.host.find(':') != std::string::npos;
+  std::string host = ipv6 ? "[" + url.host + "]" : url.host;
+  // Receivers rebuild the URL they were called on from Host (to check a
+  // signature over it, to route by virtual host); without a non-default
+  // port that URL names another server.
+  if (url.port != (url.tls ? "443" : "80")) host += ":" + url.port;
+  return host;
+}
+
 namespace {
 
 constexpr Duration kClaimWait = std::chrono::hours(1);
 // Time a delivery's lease keeps beyond the target's timeout.
 constexpr Duration kLeaseMargin = std::chrono::seconds(15);
+// last_error of a delivery that Stop() interrupted or kept from starting.
+constexpr std::string_view kInterrupted = "delivery interrupted: chronoqd stopped";
 
 // One HTTP exchange for one lease. Calls `done(error, response)` once: an
 // empty error for a 2xx, else what goes into last_error; `response` is the
@@ -97,22 +109,39 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
         });
   }
 
-  // Abandons the exchange (shutdown): it finishes with `reason`.
+  // Abandons the exchange (shutdown): it finishes with `reason` as soon as
+  // its handler runs, without waiting for the target.
   void Abort(const std::string& reason) {
     aborted_ = reason;
     resolver_.cancel();
-    beast::get_lowest_layer(stream_).cancel();
+    // Closed, not just cancelled: cancel() only reaches an operation in
+    // flight, and Abort() may run after one completed but before its handler
+    // started the next (the request written, the read not yet begun; or
+    // between two reads inside async_read), which would then wait for the
+    // target's whole timeout (10 s by default, up to 5 min) and hold up
+    // shutdown. On a closed socket the next operation fails at once.
+    beast::get_lowest_layer(stream_).close();
   }
 
  private:
+  // Called before each step of our own: async_connect would open the closed
+  // socket again, and the others need not rely on failing on it.
+  bool FinishIfAborted() {
+    if (aborted_.empty()) return false;
+    Finish(aborted_);
+    return true;
+  }
+
   void ArmTimeout() { beast::get_lowest_layer(stream_).expires_at(deadline_); }
 
   void Connect(const tcp::resolver::results_type& results) {
+    if (FinishIfAborted()) return;
     ArmTimeout();
     beast::get_lowest_layer(stream_).async_connect(
         results, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
           if (ec) return self->Finish(self->Describe("connecting", ec));
           if (!self->url_.tls) return self->Write();
+          if (self->FinishIfAborted()) return;
           self->ArmTimeout();
           self->stream_.set_verify_mode(ssl::verify_peer);
           self->stream_.set_verify_callback(ssl::host_name_verification(self->url_.host));
@@ -124,10 +153,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   void Write() {
+    if (FinishIfAborted()) return;
     request_.method_string(target_.method);
     request_.target(url_.target);
     request_.version(11);
-    request_.set(http::field::host, url_.host);
+    request_.set(http::field::host, HostHeader(url_));
     request_.set(http::field::user_agent, "chronoqd");
     request_.set(http::field::content_type, "application/json");
     for (const auto& [name, value] : target_.headers) request_.set(name, value);
@@ -147,6 +177,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   void Read() {
+    if (FinishIfAborted()) return;
     parser_.body_limit(1 << 20);
     ArmTimeout();
     auto on_read = [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -243,7 +274,7 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     engine_.ReleaseWaitingClaims();
     asio::post(io_, [self = shared_from_this()] {
       for (const auto& [raw, exchange] : self->in_flight_) {
-        exchange->Abort("delivery interrupted: chronoqd stopped");
+        exchange->Abort(std::string(kInterrupted));
       }
     });
     {
@@ -308,6 +339,9 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void Deliver(const std::string& queue, const Lease& lease, const TargetUrl& url) {
+    // A lease that came (or was extended) after Stop() swept in_flight_
+    // would start an exchange nothing aborts, and Stop() would wait for it.
+    if (Stopping()) return Settle(queue, lease, std::string(kInterrupted));
     // The completion unregisters the exchange, whose address it learns after
     // construction.
     auto slot = std::make_shared<Exchange*>(nullptr);

@@ -35,6 +35,12 @@ struct TargetUrl {
 };
 Result<TargetUrl> ParseTargetUrl(std::string_view url);
 
+// The Host header of a request to `url` (RFC 9110 7.2): the host, in
+// brackets when it is an IPv6 literal, then ":port" unless the port is the
+// scheme's default (80 for http, 443 for https). "127.0.0.1:7456",
+// "example.com", "[::1]:8080".
+std::string HostHeader(const TargetUrl& url);
+
 class WebhookDeliverer {
  public:
   WebhookDeliverer(Engine& engine, WebhookOptions options = {});

@@ -3,8 +3,11 @@
 // task life cycle, long polls, redelivery and stale tokens, auth, the request
 // limits, graceful shutdown, and a SIGKILL under load that must not lose an
 // acknowledged task. Waits are for events (answers, exits), never sleeps.
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -19,8 +22,7 @@
 
 #include "cli/http_client.h"
 #include "common/subprocess.h"
-#include "support/chronoqd_process.h"
-#include "support/engine_fixture.h"
+#include "support/chronoqd_fixture.h"
 #include "support/eventually.h"
 #include "support/status_matchers.h"
 #include "support/test_http_server.h"
@@ -37,38 +39,8 @@ using cli::HttpClient;
 using cli::HttpResponse;
 using nlohmann::json;
 
-class ChronoqdTest : public ::testing::Test {
- protected:
-  // Starts chronoqd on the test's data directory.
-  void Launch(std::vector<std::string> args = {}, std::vector<std::string> env = {}) {
-    server_ = std::make_unique<test::ChronoqdProcess>(test::ChronoqdOptions{
-        .binary = CHRONOQD_PATH,
-        .data_dir = dir_.File("data"),
-        .args = std::move(args),
-        .env = std::move(env),
-    });
-    ASSERT_THAT(server_->Start(), test::IsOk());
-  }
-  std::unique_ptr<HttpClient> Client() {
-    auto c = HttpClient::Create(server_->url(), 60s);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return std::move(*c);
-  }
-  // Sends one request on the test's own connection; fails the test when no
-  // response arrives.
-  HttpResponse Send(std::string_view method, std::string_view target, std::string_view body = "",
-                    const cli::HttpHeaders& headers = {}) {
-    if (!client_) client_ = Client();
-    auto r = client_->Send(method, target, body, headers);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : HttpResponse{};
-  }
-  static json Json(const HttpResponse& r) { return json::parse(r.body, nullptr, false); }
-
-  test::TempDir dir_;
-  std::unique_ptr<test::ChronoqdProcess> server_;
-  std::unique_ptr<HttpClient> client_;
-};
+// Launch(), Client(), Send(), Json(), server_ and dir_ come from the fixture.
+using ChronoqdTest = test::ChronoqdFixture;
 
 TEST_F(ChronoqdTest, TaskLifeCycleOverHttp) {
   Launch();
@@ -452,11 +424,36 @@ TEST_F(ChronoqdTest, SigkillUnderLoadLosesNoAcknowledgedTask) {
 // 100 keys x 1,000 tasks drained by 8 workers over HTTP: no two tasks of a
 // key ever run at once and each key's tasks start in enqueue order, also
 // when some fail once and retry, and when chronoqd is killed with SIGKILL
-// halfway and started again on the same data. Each worker finishes its
-// record of a task before it sends the ack, so an overlap it sees is real.
+// halfway and started again on the same data.
+//
+// "At once" is judged on intervals, not on two workers' bookkeeping that has
+// to happen to overlap. For every attempt, a worker records on the steady
+// clock all workers share `start`, when the claim answer that handed it out
+// arrived, and `end`, when the worker sent the request that ended it (the ack,
+// alone or riding on its next claim, or the fail). It keeps the attempt only
+// if chronoqd confirmed that end: the ack's result is ok, the fail was
+// answered 200, or (a kill cut off the answer to an ack) the task is
+// succeeded at that very attempt. An overlap of two kept attempts of a key is
+// then a real violation:
+// - On the server, with max_in_flight_per_key 1, an attempt holds its key from
+//   the commit that hands it out to the commit that ends it, and the key's
+//   next attempt is handed out only after that. A lapsed lease's task is
+//   handed out again under a new token and attempt; the old lease's late ack
+//   is refused as stale, so it is not confirmed and not kept.
+// - A kept attempt's client interval lies inside its server interval: the
+//   claim answer arrives after the hand-out committed, and the ending request
+//   leaves before the commit that applies it (a request resent after the kill
+//   keeps the time of its first send, earlier still).
+// So, per key and sorted by start, each kept attempt starts at or after the
+// previous one's end.
 TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
   constexpr int kKeys = 100, kPerKey = 1000, kWorkers = 8;
   constexpr int kTotal = kKeys * kPerKey;
+  // How long a worker tries one request while chronoqd does not answer, and
+  // the whole run: limits that turn a hang into a failure naming it, well
+  // inside ctest's 180 s.
+  constexpr auto kNoAnswerLimit = 60s;
+  constexpr auto kRunLimit = 120s;
   Launch();
   for (int b = 0; b < kTotal / 1000; ++b) {
     json tasks = json::array();
@@ -468,15 +465,23 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
     ASSERT_EQ(Send("POST", "/v1/tasks/batch", json({{"tasks", tasks}}).dump()).status, 201);
   }
 
+  using Clock = std::chrono::steady_clock;
+  struct Attempt {
+    std::string id;
+    int attempt = 0;
+    Clock::time_point start, end;
+  };
+  std::mutex kept_mu;
+  std::vector<std::vector<Attempt>> kept(kKeys);  // confirmed attempts by key
+  std::set<std::string> acked;                    // ids with a confirmed ack
   struct KeyLog {
     std::mutex mu;
-    int running = 0;
     int last = -1;  // the highest index started
   };
   std::vector<KeyLog> logs(kKeys);
-  std::atomic<int> overlaps{0}, out_of_order{0}, retried{0};
+  std::atomic<int> out_of_order{0}, retried{0};
   std::mutex done_mu;
-  std::set<std::string> done;  // acknowledged ids
+  std::set<std::string> done;  // succeeded ids
   // The server's URL, which changes when it is started again.
   std::mutex url_mu;
   std::string url = server_->url();
@@ -484,9 +489,14 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
     std::lock_guard lock(url_mu);
     return url;
   };
-  auto all_done = [&] {
+  auto done_count = [&] {
     std::lock_guard lock(done_mu);
-    return static_cast<int>(done.size()) == kTotal;
+    return static_cast<int>(done.size());
+  };
+  const SteadyTime run_limit = Deadline(kRunLimit);
+  std::atomic<bool> gave_up{false};
+  auto give_up = [&](const std::string& why) {
+    if (!gave_up.exchange(true)) ADD_FAILURE() << why;
   };
 
   // Half the workers acknowledge with POST /v1/acks, half in their next
@@ -494,79 +504,131 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
   auto worker = [&](bool acks_ride) {
     std::string at;
     std::unique_ptr<HttpClient> c;
-    // Sends until the server answers (it may be down and come back).
+    std::vector<std::pair<int, Attempt>> mine;  // kept: key, attempt
+    // Sends until chronoqd answers (it may be down and come back); nullopt
+    // after kNoAnswerLimit without an answer, past the run's limit, or once
+    // another worker gave up.
     auto send = [&](std::string_view method, const std::string& target,
-                    const std::string& body) -> HttpResponse {
+                    const std::string& body) -> std::optional<HttpResponse> {
+      const SteadyTime no_answer_limit = Deadline(kNoAnswerLimit);
       for (;;) {
+        if (gave_up) return std::nullopt;
+        if (Clock::now() > no_answer_limit) {
+          give_up("chronoqd did not answer " + std::string(method) + " " + target + " for " +
+                  std::to_string(kNoAnswerLimit.count()) + " s");
+          return std::nullopt;
+        }
+        if (Clock::now() > run_limit) {
+          give_up("the workers had not finished after " + std::to_string(kRunLimit.count()) +
+                  " s: " + std::to_string(done_count()) + " of " + std::to_string(kTotal) +
+                  " tasks succeeded");
+          return std::nullopt;
+        }
         if (!c || at != current_url()) {
           at = current_url();
-          auto made = HttpClient::Create(at, 60s);
-          if (!made.ok()) continue;
-          c = std::move(*made);
+          auto made = HttpClient::Create(at, kNoAnswerLimit);
+          if (made.ok()) c = std::move(*made);
         }
-        auto r = c->Send(method, target, body, {});
-        if (r.ok()) return *r;
-        c.reset();
-        std::this_thread::yield();
+        if (c) {
+          auto r = c->Send(method, target, body, {});
+          if (r.ok()) return *r;
+          c.reset();
+        }
+        // chronoqd is down (killed, not yet restarted): ask again shortly.
+        std::this_thread::sleep_for(1ms);
       }
     };
-    auto record = [&](const json& results) {
-      for (const json& result : results) {
-        const std::string id = result["id"];
-        bool acked = result["ok"] == true;
-        if (!acked) {
-          // An earlier ack that a kill cut off may have committed.
-          const HttpResponse t = send("GET", "/v1/tasks/" + id, "");
-          acked = json::parse(t.body, nullptr, false)["state"] == "succeeded";
+    // An attempt whose ending request went out.
+    struct Ending {
+      json lease;
+      Clock::time_point start, end;
+    };
+    auto keep = [&](const Ending& e) {
+      mine.emplace_back(e.lease["payload"]["k"].get<int>(),
+                        Attempt{.id = e.lease["id"].get<std::string>(),
+                                .attempt = e.lease["attempt"].get<int>(),
+                                .start = e.start,
+                                .end = e.end});
+    };
+    // Settles acks by their results ({id, ok, ...}, in the order sent).
+    auto settle = [&](const std::vector<Ending>& endings, const json& results) {
+      for (size_t n = 0; n < endings.size(); ++n) {
+        const Ending& e = endings[n];
+        const std::string id = e.lease["id"];
+        EXPECT_EQ(results[n]["id"], id);
+        bool confirmed = results[n]["ok"] == true;
+        bool succeeded = confirmed;
+        if (!confirmed) {
+          // A kill may have cut off the answer to an ack that committed.
+          const std::optional<HttpResponse> t = send("GET", "/v1/tasks/" + id, "");
+          if (!t) return;
+          const json task = json::parse(t->body, nullptr, false);
+          succeeded = task["state"] == "succeeded";
+          confirmed = succeeded && task["attempt"] == e.lease["attempt"];
         }
-        if (acked) {
+        if (confirmed) {
+          keep(e);
+          std::lock_guard lock(kept_mu);
+          EXPECT_TRUE(acked.insert(id).second) << id << " acknowledged twice";
+        }
+        if (succeeded) {
           std::lock_guard lock(done_mu);
           done.insert(id);
         }
       }
     };
-    json riding = json::array();  // acks for the next claim (acks_ride)
-    while (!all_done()) {
+    std::vector<Ending> riding;  // acks for the next claim (acks_ride)
+    while (!gave_up && done_count() < kTotal) {
       json claim = {{"max", 16}, {"lease_ms", 3000}, {"wait_ms", 100}};
-      if (!riding.empty()) claim["acks"] = riding;
-      HttpResponse r = send("POST", "/v1/queues/keyed/claim", claim.dump());
-      if (r.status != 200) continue;
-      const json answer = json::parse(r.body, nullptr, false);
       if (!riding.empty()) {
-        ASSERT_EQ(answer["acks"].size(), riding.size()) << r.body;
-        record(answer["acks"]);
-        riding = json::array();
+        claim["acks"] = json::array();
+        for (const Ending& e : riding) {
+          claim["acks"].push_back({{"id", e.lease["id"]}, {"token", e.lease["token"]}});
+        }
       }
-      json leases = answer["tasks"];
-      json acks = json::array();
-      for (const json& l : leases) {
+      // The first claim that carries an ack ends its attempt: after an answer
+      // other than 200 the acks ride again, but may have committed already.
+      const Clock::time_point sent = Clock::now();
+      for (Ending& e : riding) {
+        if (e.end == Clock::time_point()) e.end = sent;
+      }
+      const std::optional<HttpResponse> r = send("POST", "/v1/queues/keyed/claim", claim.dump());
+      if (!r) break;
+      const Clock::time_point received = Clock::now();
+      if (r->status != 200) continue;
+      const json answer = json::parse(r->body, nullptr, false);
+      if (!riding.empty()) {
+        ASSERT_EQ(answer["acks"].size(), riding.size()) << r->body;
+        settle(riding, answer["acks"]);
+        riding.clear();
+      }
+      std::vector<Ending> acks;
+      for (const json& l : answer["tasks"]) {
         const int k = l["payload"]["k"], i = l["payload"]["i"];
         EXPECT_EQ(l["key"], "k" + std::to_string(k));
-        KeyLog& log = logs[static_cast<size_t>(k)];
-        std::lock_guard lock(log.mu);
-        if (log.running > 0) ++overlaps;
-        ++log.running;
-        // A retry (or a redelivery) starts the same index again.
-        if (i != log.last && i != log.last + 1) ++out_of_order;
-        log.last = std::max(log.last, i);
-      }
-      // All of the claim's tasks started; now they finish, then are reported.
-      for (const json& l : leases) {
-        KeyLog& log = logs[l["payload"]["k"].get<size_t>()];
-        std::lock_guard lock(log.mu);
-        --log.running;
-      }
-      for (const json& l : leases) {
-        const std::string id = l["id"];
-        if (l["payload"]["i"].get<int>() % 97 != 5 || l["attempt"] != 1) {
-          acks.push_back({{"id", id}, {"token", l["token"]}});
+        {
+          KeyLog& log = logs[static_cast<size_t>(k)];
+          std::lock_guard lock(log.mu);
+          // A retry (or a redelivery) starts the same index again.
+          if (i != log.last && i != log.last + 1) ++out_of_order;
+          log.last = std::max(log.last, i);
+        }
+        Ending e{.lease = l, .start = received};
+        if (i % 97 != 5 || l["attempt"] != 1) {
+          acks.push_back(std::move(e));
           continue;
         }
         // Fails once; retries at once, keeping its key's place. 409: this
-        // call committed before a kill lost its answer, or the lease lapsed.
-        const HttpResponse f = send("POST", "/v1/tasks/" + id + "/fail",
-                                    json({{"token", l["token"]}, {"retry_in_ms", 0}}).dump());
-        EXPECT_TRUE(f.status == 200 || f.status == 409) << f.status << " " << f.body;
+        // call committed before a kill lost its answer, or the lease lapsed;
+        // either way it is not confirmed, so not kept.
+        const std::string id = l["id"];
+        e.end = Clock::now();
+        const std::optional<HttpResponse> f =
+            send("POST", "/v1/tasks/" + id + "/fail",
+                 json({{"token", l["token"]}, {"retry_in_ms", 0}}).dump());
+        if (!f) break;
+        EXPECT_TRUE(f->status == 200 || f->status == 409) << f->status << " " << f->body;
+        if (f->status == 200) keep(e);
         ++retried;
       }
       if (acks.empty()) continue;
@@ -574,11 +636,19 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
         riding = std::move(acks);
         continue;
       }
-      const HttpResponse a = send("POST", "/v1/acks", json({{"acks", acks}}).dump());
-      ASSERT_EQ(a.status, 200) << a.body;
-      const json results = json::parse(a.body, nullptr, false)["results"];
-      record(results);
+      json body = {{"acks", json::array()}};
+      for (const Ending& e : acks) {
+        body["acks"].push_back({{"id", e.lease["id"]}, {"token", e.lease["token"]}});
+      }
+      const Clock::time_point acked_at = Clock::now();
+      for (Ending& e : acks) e.end = acked_at;
+      const std::optional<HttpResponse> a = send("POST", "/v1/acks", body.dump());
+      if (!a) break;
+      ASSERT_EQ(a->status, 200) << a->body;
+      settle(acks, json::parse(a->body, nullptr, false)["results"]);
     }
+    std::lock_guard lock(kept_mu);
+    for (auto& [k, attempt] : mine) kept[static_cast<size_t>(k)].push_back(std::move(attempt));
   };
   std::atomic<int> working{kWorkers};
   std::vector<std::thread> workers;
@@ -590,12 +660,8 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
   }
 
   // Kill it halfway, then start it again on the same data.
-  while (working > 0 && [&] {
-    std::lock_guard lock(done_mu);
-    return static_cast<int>(done.size()) < kTotal / 2;
-  }()) {
-    std::this_thread::yield();
-  }
+  EXPECT_TRUE(test::Eventually([&] { return working == 0 || done_count() >= kTotal / 2; },
+                               "half the tasks to succeed (then chronoqd is killed)", kRunLimit));
   EXPECT_THAT(server_->Stop(SIGKILL), test::IsOkAndHolds(128 + SIGKILL));
   Launch();
   client_.reset();
@@ -604,7 +670,30 @@ TEST_F(ChronoqdTest, KeyedTasksKeepOrderAcrossRetriesAndSigkill) {
     url = server_->url();
   }
   for (auto& w : workers) w.join();
+  ASSERT_FALSE(gave_up.load());
 
+  // Every task's success is one kept attempt, so the check below is not
+  // vacuous; then no two kept attempts of a key overlap.
+  EXPECT_EQ(acked.size(), static_cast<size_t>(kTotal));
+  int overlaps = 0;
+  for (int k = 0; k < kKeys; ++k) {
+    std::vector<Attempt>& attempts = kept[static_cast<size_t>(k)];
+    std::sort(attempts.begin(), attempts.end(),
+              [](const Attempt& a, const Attempt& b) { return a.start < b.start; });
+    for (size_t n = 1; n < attempts.size(); ++n) {
+      const Attempt& before = attempts[n - 1];
+      const Attempt& next = attempts[n];
+      if (next.start >= before.end) continue;
+      // The first few, not a hundred thousand lines.
+      if (++overlaps <= 5) {
+        const auto early =
+            std::chrono::duration_cast<std::chrono::microseconds>(before.end - next.start);
+        ADD_FAILURE() << "key k" << k << ": " << next.id << " (attempt " << next.attempt
+                      << ") started " << early.count() << " us before " << before.id << " (attempt "
+                      << before.attempt << ") ended";
+      }
+    }
+  }
   EXPECT_EQ(overlaps, 0);
   EXPECT_EQ(out_of_order, 0);
   EXPECT_GE(retried, kTotal / 97);

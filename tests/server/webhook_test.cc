@@ -4,12 +4,17 @@
 // clock; only the HTTP exchange takes real (short) time.
 #include "server/webhook.h"
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "support/engine_fixture.h"
 #include "support/eventually.h"
 #include "support/test_http_server.h"
+#include <strings.h>
 
 namespace chronoq::server {
 namespace {
@@ -40,6 +45,27 @@ TEST(TargetUrlTest, SplitsSchemeHostPortAndTarget) {
   EXPECT_FALSE(ParseTargetUrl("ftp://h/").ok());
   EXPECT_FALSE(ParseTargetUrl("http://user:pw@h/").ok());
   EXPECT_FALSE(ParseTargetUrl("http:///x").ok());
+}
+
+TEST(TargetUrlTest, HostHeaderHasThePortUnlessItIsTheSchemesDefault) {
+  auto host = [](std::string_view url) {
+    Result<TargetUrl> parsed = ParseTargetUrl(url);
+    EXPECT_TRUE(parsed.ok()) << url;
+    return parsed.ok() ? HostHeader(*parsed) : "";
+  };
+  EXPECT_EQ(host("http://127.0.0.1:7456/ok"), "127.0.0.1:7456");
+  EXPECT_EQ(host("http://hooks.example.com/x"), "hooks.example.com");
+  EXPECT_EQ(host("http://hooks.example.com:80/x"), "hooks.example.com");
+  EXPECT_EQ(host("https://hooks.example.com?q"), "hooks.example.com");
+  EXPECT_EQ(host("https://hooks.example.com:443/x"), "hooks.example.com");
+  // The other scheme's default is not this one's.
+  EXPECT_EQ(host("https://hooks.example.com:80/x"), "hooks.example.com:80");
+  EXPECT_EQ(host("http://hooks.example.com:443/x"), "hooks.example.com:443");
+  // IPv6 literals keep their brackets, with or without a port.
+  EXPECT_EQ(host("http://[::1]:8080/x"), "[::1]:8080");
+  EXPECT_EQ(host("http://[::1]/x"), "[::1]");
+  EXPECT_EQ(host("https://[2001:db8::7]:443/x"), "[2001:db8::7]");
+  EXPECT_EQ(host("https://[2001:db8::7]:8443/x"), "[2001:db8::7]:8443");
 }
 
 class WebhookTest : public test::EngineFixture {
@@ -92,6 +118,25 @@ TEST_F(WebhookTest, A2xxAcknowledgesAndTheRequestIsAsSpecified) {
   EXPECT_EQ(requests[0].Header("authorization"), "Bearer abc");
   EXPECT_EQ(requests[0].Header("x-trace"), "7");
   EXPECT_EQ(requests[0].Header("content-type"), "application/json");
+}
+
+TEST_F(WebhookTest, TheHostHeaderNamesTheReceiversPort) {
+  const Task t = AddHook({.url = receiver_.url() + "/hook"});
+  EXPECT_EQ(AwaitSettled(t.id).state, TaskState::kSucceeded);
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].Header("host"), "127.0.0.1:" + std::to_string(receiver_.port()));
+}
+
+TEST_F(WebhookTest, AHostHeaderOfTheTargetReplacesChronoqdsOwn) {
+  const Task t = AddHook({.url = receiver_.url() + "/hook", .headers = {{"Host", "a.example"}}});
+  EXPECT_EQ(AwaitSettled(t.id).state, TaskState::kSucceeded);
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].Header("host"), "a.example");
+  EXPECT_EQ(std::count_if(requests[0].headers.begin(), requests[0].headers.end(),
+                          [](const auto& h) { return strcasecmp(h.first.c_str(), "host") == 0; }),
+            1);
 }
 
 TEST_F(WebhookTest, A500FailsIntoRetryWithStatusAndBodyExcerpt) {
@@ -163,14 +208,26 @@ TEST_F(WebhookTest, DeliveriesRunConcurrentlyUpToTheLimit) {
 
 TEST_F(WebhookTest, StopInterruptsADeliveryAndLeavesTheTaskDueAgain) {
   receiver_.HoldNextRequest();
-  const Task t = AddHook({.url = receiver_.url() + "/slow"});
+  // The longest timeout a target may have, so that a Stop() that waits for
+  // the delivery instead of interrupting it fails rather than passes slowly.
+  // Stop() used to wait out the timeout (10 s by default) in about one run
+  // in ten, when it came after the request was written but before the read
+  // began: cancelling the socket found no operation to cancel.
+  const Task t = AddHook({.url = receiver_.url() + "/slow", .timeout = 5min});
   ASSERT_TRUE(receiver_.AwaitHeldRequest());
-  deliverer_->Stop();
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    deliverer_->Stop();
+    stopped = true;
+  });
+  EXPECT_TRUE(Eventually([&] { return stopped.load(); },
+                         "Stop() to interrupt the delivery in flight", 30s));
+  receiver_.Release();  // also ends a Stop() that waits for the answer
+  stopper.join();
   const Task after = *engine_->Get(t.id);
   EXPECT_EQ(after.state, TaskState::kScheduled);
   EXPECT_EQ(after.run_at, clock_.Now());
   EXPECT_THAT(after.last_error.value_or(""), HasSubstr("interrupted"));
-  receiver_.Release();
 }
 
 }  // namespace

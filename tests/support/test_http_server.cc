@@ -96,6 +96,9 @@ class TestHttpServer::Impl {
   void Accept();
   // Called on the server thread with each complete request.
   void OnRequest(const std::shared_ptr<Session>& session, Request request);
+  // Sends `response` on `session`, or keeps the session open without a word
+  // if it is silent. Server thread only.
+  void Answer(const std::shared_ptr<Session>& session, const Response& response);
 
   asio::io_context ioc_;  // first: destroyed after everything that uses it
   asio::executor_work_guard<asio::io_context::executor_type> work_{ioc_.get_executor()};
@@ -103,6 +106,8 @@ class TestHttpServer::Impl {
   uint16_t port_ = 0;
   int connections_ = 0;                           // server thread only
   std::vector<std::weak_ptr<Session>> sessions_;  // server thread only
+  // Sessions answered with silence, kept open; server thread only.
+  std::vector<std::shared_ptr<Session>> silent_;
   std::thread thread_;
 
   mutable std::mutex mu_;
@@ -211,6 +216,15 @@ void TestHttpServer::Impl::OnRequest(const std::shared_ptr<Session>& session, Re
       return;
     }
   }
+  Answer(session, response);
+}
+
+void TestHttpServer::Impl::Answer(const std::shared_ptr<Session>& session,
+                                  const Response& response) {
+  if (response.silent) {
+    silent_.push_back(session);
+    return;
+  }
   session->Write(response);
 }
 
@@ -222,7 +236,7 @@ void TestHttpServer::Impl::Release() {
     held.swap(held_);
   }
   if (!held.has_value()) return;
-  asio::post(ioc_, [held = std::move(*held)] { held.session->Write(held.response); });
+  asio::post(ioc_, [this, held = std::move(*held)] { Answer(held.session, held.response); });
 }
 
 void TestHttpServer::Impl::CloseConnections() {

@@ -57,6 +57,9 @@ class TestHttpServer {
     std::string content_type = "application/json";             // empty: no Content-Type
     std::vector<std::pair<std::string, std::string>> headers;  // extra headers
     bool close = false;  // answer with "Connection: close" and close the connection
+    // No answer at all: the connection stays open and silent until the
+    // server goes (a receiver that hangs).
+    bool silent = false;
   };
 
   // Runs on the server thread, one request at a time; must not throw.
