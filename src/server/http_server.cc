@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "codec/json_codec.h"
+#include "common/mutex.h"
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -47,17 +48,17 @@ class Session;
 struct Shared {
   ServerOptions options;
   Api& api;
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable drained;
-  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;  // guarded by mu
-  bool stopping = false;                                          // guarded by mu
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions CHRONOQ_GUARDED_BY(mu);
+  bool stopping CHRONOQ_GUARDED_BY(mu) = false;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Socket socket, Shared& shared) : stream_(std::move(socket)), shared_(shared) {}
   ~Session() {
-    std::lock_guard lock(shared_.mu);
+    MutexLock lock(shared_.mu);
     shared_.sessions.erase(this);
     if (shared_.sessions.empty()) shared_.drained.notify_all();
   }
@@ -65,7 +66,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Registers with the server (false when it is stopping) and starts reading.
   bool Start() {
     {
-      std::lock_guard lock(shared_.mu);
+      MutexLock lock(shared_.mu);
       if (shared_.stopping) return false;
       shared_.sessions.emplace(this, weak_from_this());
     }
@@ -261,7 +262,7 @@ class HttpServer::Impl {
   void Stop(const std::function<void()>& before_wait) {
     std::vector<std::shared_ptr<Session>> sessions;
     {
-      std::lock_guard lock(shared_.mu);
+      MutexLock lock(shared_.mu);
       if (shared_.stopping) return;
       shared_.stopping = true;
       for (auto& [raw, weak] : shared_.sessions) {
@@ -276,9 +277,12 @@ class HttpServer::Impl {
     for (auto& s : sessions) s->Shutdown();
     sessions.clear();
     {
-      std::unique_lock lock(shared_.mu);
-      shared_.drained.wait_for(lock, std::chrono::seconds(30),
-                               [&] { return shared_.sessions.empty(); });
+      // Sessions end as their last answer is written; give them 30 s.
+      MutexLock lock(shared_.mu);
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!shared_.sessions.empty() &&
+             shared_.drained.wait_until(lock.std_lock(), give_up) != std::cv_status::timeout) {
+      }
     }
     work_.clear();
     for (auto& io : ios_) io->stop();

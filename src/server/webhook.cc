@@ -8,6 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/mutex.h"
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
@@ -254,8 +255,8 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     });
   }
 
-  void Serve(const std::string& queue) {
-    std::lock_guard lock(mu_);
+  void Serve(const std::string& queue) CHRONOQ_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (stopping_ || !queues_.insert(queue).second) return;
     spdlog::info("delivering webhooks of queue {}", queue);
     for (int i = 0; i < options_.concurrency; ++i) {
@@ -264,9 +265,9 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     }
   }
 
-  void Stop() {
+  void Stop() CHRONOQ_EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
       stopping_ = true;
     }
@@ -278,16 +279,16 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
       }
     });
     {
-      std::unique_lock lock(mu_);
-      idle_.wait(lock, [&] { return loops_ == 0; });
+      MutexLock lock(mu_);
+      while (loops_ > 0) idle_.wait(lock.std_lock());
     }
     work_.reset();
     if (thread_.joinable()) thread_.join();
   }
 
  private:
-  // Waits for the next task of `queue`; mu_ held.
-  void ClaimLocked(const std::string& queue) {
+  // Waits for the next task of `queue`.
+  void ClaimLocked(const std::string& queue) CHRONOQ_REQUIRES(mu_) {
     engine_.ClaimAsync(queue, 1, options_.lease, kClaimWait,
                        [self = shared_from_this(), queue](Result<std::vector<Lease>> leases) {
                          asio::post(self->io_, [self, queue, leases = std::move(leases)]() mutable {
@@ -297,8 +298,8 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   // Claims again unless stopping; ends the loop otherwise.
-  void Next(const std::string& queue) {
-    std::lock_guard lock(mu_);
+  void Next(const std::string& queue) CHRONOQ_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (!stopping_) return ClaimLocked(queue);
     if (--loops_ == 0) idle_.notify_all();
   }
@@ -377,8 +378,8 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     }
   }
 
-  bool Stopping() {
-    std::lock_guard lock(mu_);
+  bool Stopping() CHRONOQ_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return stopping_;
   }
 
@@ -390,11 +391,11 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
   std::thread thread_;
   std::map<Exchange*, std::shared_ptr<Exchange>> in_flight_;  // I/O thread only
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable idle_;
-  std::set<std::string> queues_;  // guarded by mu_
-  bool stopping_ = false;         // guarded by mu_
-  int loops_ = 0;                 // claim loops running; guarded by mu_
+  std::set<std::string> queues_ CHRONOQ_GUARDED_BY(mu_);
+  bool stopping_ CHRONOQ_GUARDED_BY(mu_) = false;
+  int loops_ CHRONOQ_GUARDED_BY(mu_) = 0;  // claim loops running
 };
 
 WebhookDeliverer::WebhookDeliverer(Engine& engine, WebhookOptions options)
