@@ -26,7 +26,7 @@ using test::EngineFixture;
 using Counts = std::array<int64_t, 5>;
 
 using test::Answer;
-using ClaimAnswer = Answer<Result<std::vector<Lease>>>;
+using ClaimReply = Answer<Result<std::vector<Lease>>>;
 
 class EngineQueueTest : public EngineFixture {
  protected:
@@ -216,7 +216,7 @@ TEST_F(EngineQueueTest, AWaitingClaimIsServedWhenARunningTaskIsAcked) {
   const Task second = Add();
   auto first = engine_->Claim("q", 1, 30s);
   ASSERT_EQ(first->size(), 1u);
-  ClaimAnswer waiting;
+  ClaimReply waiting;
   engine_->ClaimAsync("q", 5, 30s, 60s, waiting.Callback());
   engine_->Sync();
   EXPECT_FALSE(waiting.ready()) << "a claim beyond the queue's concurrency was answered";
@@ -229,7 +229,7 @@ TEST_F(EngineQueueTest, AWaitingClaimIsServedWhenARunningTaskIsAcked) {
   ASSERT_TRUE(engine_->Ack(first->front().id, first->front().token).ok());
   engine_->Sync();
   ASSERT_TRUE(waiting.ready());
-  Result<std::vector<Lease>> got = waiting.future.get();
+  Result<std::vector<Lease>> got = waiting.Get();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->size(), 1u);
   EXPECT_EQ(got->front().id, second.id);
@@ -240,7 +240,7 @@ TEST_F(EngineQueueTest, AWaitingClaimIsServedWhenALeaseLapses) {
   const Task first = Add();
   const Task second = Add();
   ASSERT_EQ(engine_->Claim("q", 1, 10s)->size(), 1u);
-  ClaimAnswer waiting;
+  ClaimReply waiting;
   engine_->ClaimAsync("q", 1, 30s, 60s, waiting.Callback());
   engine_->Sync();
   EXPECT_FALSE(waiting.ready());
@@ -248,7 +248,7 @@ TEST_F(EngineQueueTest, AWaitingClaimIsServedWhenALeaseLapses) {
   clock_.Advance(10s);
   engine_->Sync();
   ASSERT_TRUE(waiting.ready());
-  Result<std::vector<Lease>> got = waiting.future.get();
+  Result<std::vector<Lease>> got = waiting.Get();
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->size(), 1u);
   EXPECT_EQ(got->front().id, second.id);  // due before the redelivered one
@@ -269,7 +269,7 @@ TEST_F(EngineQueueTest, APausedQueueHandsOutNothingAndResumingServesWaitingClaim
   EXPECT_EQ(info->counts, (Counts{1, 0, 0, 0, 0}));
   EXPECT_EQ(info->oldest_due_lateness, 5s);
 
-  ClaimAnswer waiting;
+  ClaimReply waiting;
   engine_->ClaimAsync("q", 1, 30s, 60s, waiting.Callback());
   engine_->Sync();
   EXPECT_FALSE(waiting.ready());
@@ -278,7 +278,7 @@ TEST_F(EngineQueueTest, APausedQueueHandsOutNothingAndResumingServesWaitingClaim
   EXPECT_FALSE(resumed->paused);
   engine_->Sync();
   ASSERT_TRUE(waiting.ready());
-  Result<std::vector<Lease>> got = waiting.future.get();
+  Result<std::vector<Lease>> got = waiting.Get();
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 1u);
   EXPECT_EQ(got->front().id, t.id);
@@ -356,7 +356,7 @@ TEST_F(EngineQueueTest, AWaitingClaimIsServedWhenTheRateLimitFrees) {
   Add();
   Add();
   ASSERT_EQ(engine_->Claim("q", 1, 30s)->size(), 1u);
-  ClaimAnswer waiting;
+  ClaimReply waiting;
   engine_->ClaimAsync("q", 1, 30s, 1h, waiting.Callback());
   engine_->Sync();
   EXPECT_FALSE(waiting.ready());
@@ -668,7 +668,7 @@ TEST_F(EngineQueueTest, StatsCountAndMeasure) {
 TEST_F(EngineQueueTest, StatsCountOperationsSharingACommit) {
   // Three claims wait on an empty queue; one enqueue serves them all in the
   // same commit.
-  ClaimAnswer w1, w2, w3;
+  ClaimReply w1, w2, w3;
   engine_->ClaimAsync("q", 1, 30s, 60s, w1.Callback());
   engine_->ClaimAsync("q", 1, 30s, 60s, w2.Callback());
   engine_->ClaimAsync("q", 1, 30s, 60s, w3.Callback());

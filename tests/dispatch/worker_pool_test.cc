@@ -27,7 +27,8 @@ class Notebook {
   // Blocks until `n` leases were recorded; returns them.
   std::vector<Lease> WaitFor(size_t n) {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return seen_.size() >= n; });
+    test::WaitWithin(
+        cv_, lock, [&] { return seen_.size() >= n; }, "the handler to see the tasks");
     return seen_;
   }
   size_t size() {
@@ -51,7 +52,8 @@ class Gate {
   }
   void Pass() {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return open_; });
+    test::WaitWithin(
+        cv_, lock, [&] { return open_; }, "the test to open the gate");
   }
 
  private:

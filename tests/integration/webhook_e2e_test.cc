@@ -58,7 +58,9 @@ TEST_F(WebhookE2eTest, A500IsRetriedByChronoqdAndA200ThenCompletesTheTask) {
         if (++deliveries == 1) {
           return TestHttpServer::Response{.status = 500, .body = "database down"};
         }
-        second.wait();
+        // Bounded: a test that fails early breaks the promise, and a hung
+        // one must not hold the receiver's thread forever.
+        second.wait_for(test::kGiveUpAfter);
         return TestHttpServer::Response{.body = R"({"ok":true})"};
       });
   Launch();

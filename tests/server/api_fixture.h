@@ -15,6 +15,7 @@
 
 #include "server/api.h"
 #include "support/engine_fixture.h"
+#include "support/eventually.h"
 
 namespace chronoq::test {
 
@@ -52,7 +53,8 @@ class ApiFixture : public EngineFixture {
     return future;
   }
   server::ApiResponse Call(std::string method, std::string target, std::string body = "") {
-    return Start(std::move(method), std::move(target), std::move(body)).get();
+    const std::string what = "the answer to " + method + " " + target;
+    return test::GetWithin(Start(std::move(method), std::move(target), std::move(body)), what);
   }
   nlohmann::json Json(const server::ApiResponse& r) { return nlohmann::json::parse(r.body); }
 

@@ -36,7 +36,7 @@ class ApiLocksTest : public test::ApiFixture {
   }
   // Acquires `key` at once; expects 200 and returns the grant.
   json Acquire(const std::string& key, int64_t lease_ms = 30000, const std::string& owner = "") {
-    ApiResponse r = StartAcquire(key, 0, lease_ms, owner).get();
+    ApiResponse r = test::GetWithin(StartAcquire(key, 0, lease_ms, owner), "a try-lock's answer");
     EXPECT_EQ(r.status, 200) << r.body;
     return json::parse(r.body, nullptr, false);
   }
@@ -68,7 +68,7 @@ TEST_F(ApiLocksTest, AcquireGrantsATokenAndATryLockOnAHeldKeyTimesOut) {
   EXPECT_EQ(grant["expires_at"], FormatTime(clock_.Now() + 30s));
   EXPECT_EQ(grant.size(), 3u) << grant.dump();
 
-  ApiResponse busy = StartAcquire("invoice:42", 0).get();
+  ApiResponse busy = test::GetWithin(StartAcquire("invoice:42", 0), "a try-lock's answer");
   ExpectError(busy, 409, "lock_wait_timeout", "wait_ms");
   // Another key is independent.
   const json other = Acquire("invoice:43");

@@ -267,7 +267,7 @@ TEST_F(ApiSchedulesTest, EngineCallsRunOnTheBlockingPool) {
     EXPECT_EQ(answer.wait_for(0s), std::future_status::timeout);
     pool.front()();
     pool.pop_front();
-    ApiResponse r = answer.get();
+    ApiResponse r = test::GetWithin(answer, "the answer from the pool");
     EXPECT_LT(r.status, 300) << r.body;
   }
   // A malformed request is answered at once, without the pool; the engine
@@ -278,7 +278,8 @@ TEST_F(ApiSchedulesTest, EngineCallsRunOnTheBlockingPool) {
   ASSERT_EQ(pool.size(), 1u);
   pool.front()();
   pool.pop_front();
-  ExpectError(answer.get(), 400, "invalid_argument", "count");
+  ExpectError(test::GetWithin(answer, "the answer from the pool"), 400, "invalid_argument",
+              "count");
 }
 
 TEST_F(ApiSchedulesTest, BadInputIsRejectedByFieldAndChangesNothing) {

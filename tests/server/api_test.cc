@@ -259,7 +259,7 @@ TEST_F(ApiTest, LongPollClaimIsAnsweredWhenATaskArrives) {
   clock_.AwaitWaiter(clock_.Now() + 20s);
   EXPECT_EQ(pending.wait_for(0s), std::future_status::timeout);
   const Task t = Add();
-  ApiResponse r = pending.get();
+  ApiResponse r = test::GetWithin(pending, "the long poll's answer");
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(Json(r)["tasks"][0]["id"], t.id);
 

@@ -14,6 +14,8 @@
 #include <future>
 #include <memory>
 
+#include "support/eventually.h"
+
 namespace chronoq::test {
 
 template <typename T>
@@ -27,7 +29,8 @@ struct Answer {
   bool ready() const {
     return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   }
-  T Get() { return future.get(); }
+  // The answer; GaveUp when none came within a minute.
+  T Get() { return GetWithin(future, "the engine's answer"); }
 };
 
 }  // namespace chronoq::test

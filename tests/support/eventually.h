@@ -8,6 +8,10 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -35,6 +39,37 @@ template <typename Pred>
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   return ::testing::AssertionSuccess();
+}
+
+// Thrown by the waits below when they give up. A test that lets it escape
+// fails, and gtest prints the message ("C++ exception with description ...").
+class GaveUp : public std::runtime_error {
+ public:
+  GaveUp(std::string_view what, std::chrono::seconds after)
+      : std::runtime_error("gave up waiting for " + std::string(what) + " after " +
+                           std::to_string(after.count()) + " s") {}
+};
+
+// future.get(), giving up (GaveUp) when no value came within `give_up_after`.
+template <typename T>
+T GetWithin(std::future<T>& future, std::string_view what,
+            std::chrono::seconds give_up_after = kGiveUpAfter) {
+  if (future.wait_for(give_up_after) != std::future_status::ready) {
+    throw GaveUp(what, give_up_after);
+  }
+  return future.get();
+}
+template <typename T>
+T GetWithin(std::future<T>&& future, std::string_view what,
+            std::chrono::seconds give_up_after = kGiveUpAfter) {
+  return GetWithin(future, what, give_up_after);
+}
+
+// cv.wait(lock, done), giving up (GaveUp) after `give_up_after`.
+template <typename Pred>
+void WaitWithin(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Pred done,
+                std::string_view what, std::chrono::seconds give_up_after = kGiveUpAfter) {
+  if (!cv.wait_for(lock, give_up_after, done)) throw GaveUp(what, give_up_after);
 }
 
 }  // namespace chronoq::test

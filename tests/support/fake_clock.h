@@ -11,6 +11,8 @@
 
 #include "chronoq/clock.h"
 
+#include "support/eventually.h"
+
 namespace chronoq::test {
 
 // Thread-safe.
@@ -44,15 +46,19 @@ class FakeClock final : public Clock {
   void Advance(Duration d) { Set(Now() + d); }
 
   // Blocks until some thread waits on this clock with exactly `deadline`: lets
-  // a test know a claim or lease timer is armed before it moves time.
+  // a test know a claim or lease timer is armed before it moves time. Throws
+  // GaveUp when none does within a minute.
   void AwaitWaiter(Timestamp deadline) {
     std::unique_lock g(mu_);
-    registered_.wait(g, [&] {
-      for (const auto& [id, w] : waiters_) {
-        if (w.deadline == deadline) return true;
-      }
-      return false;
-    });
+    WaitWithin(
+        registered_, g,
+        [&] {
+          for (const auto& [id, w] : waiters_) {
+            if (w.deadline == deadline) return true;
+          }
+          return false;
+        },
+        "a thread to wait on the fake clock until a given instant");
   }
 
   // The deadlines of the threads waiting now (kForever for "until notified").

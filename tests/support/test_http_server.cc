@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "support/eventually.h"
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -247,7 +248,7 @@ void TestHttpServer::Impl::CloseConnections() {
     }
     done.set_value();
   });
-  done.get_future().wait();
+  GetWithin(done.get_future(), "the test server to close its connections");
 }
 
 TestHttpServer::TestHttpServer(Handler handler)
