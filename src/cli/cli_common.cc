@@ -87,24 +87,31 @@ Result<std::string> ReadFile(const std::string& path, std::string_view flag) {
 }
 
 Result<std::optional<json>> ReadPayload(const PayloadFlags& flags, const CliIo& io) {
-  std::string text;
+  // --payload takes JSON, '-' (stdin) or @FILE (@-: stdin). No JSON text
+  // starts with '@', so the forms cannot be confused.
   std::string_view flag;
+  std::optional<std::string> path;  // what to read: a file, or '-' for stdin
+  std::string text;
   if (Given(flags.text_opt)) {
     flag = "--payload";
     if (flags.text == "-") {
-      CHRONOQ_ASSIGN_OR_RETURN(text, ReadAll(io.in, "stdin"));
+      path = "-";
+    } else if (flags.text.starts_with('@')) {
+      path = flags.text.substr(1);
+      if (path->empty()) return Status::InvalidArgument(flag, "@ needs a file name (@- is stdin)");
     } else {
       text = flags.text;
     }
   } else if (Given(flags.file_opt)) {
     flag = "--payload-file";
-    if (flags.file == "-") {
-      CHRONOQ_ASSIGN_OR_RETURN(text, ReadAll(io.in, "stdin"));
-    } else {
-      CHRONOQ_ASSIGN_OR_RETURN(text, ReadFile(flags.file, flag));
-    }
+    path = flags.file;
   } else {
     return std::optional<json>();
+  }
+  if (path == "-") {
+    CHRONOQ_ASSIGN_OR_RETURN(text, ReadAll(io.in, "stdin"));
+  } else if (path.has_value()) {
+    CHRONOQ_ASSIGN_OR_RETURN(text, ReadFile(*path, flag));
   }
   CHRONOQ_ASSIGN_OR_RETURN(json parsed, ParseJson(text, flag));
   return std::optional<json>(std::move(parsed));

@@ -63,7 +63,7 @@ Result<std::string> ReadFile(const std::string& path, std::string_view flag);
 
 // A payload flag (--payload) and, for some commands, --payload-file.
 struct PayloadFlags {
-  std::string text;                 // --payload: JSON or '-' (stdin)
+  std::string text;                 // --payload: JSON, '-' (stdin) or @FILE (@-: stdin)
   std::string file;                 // --payload-file: a path or '-'
   CLI::Option* text_opt = nullptr;  // set by the command that adds --payload
   CLI::Option* file_opt = nullptr;  // set when the command has --payload-file

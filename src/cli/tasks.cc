@@ -69,7 +69,7 @@ void PrintTask(std::ostream& out, const json& t) {
   PrintTable(out, rows);
 }
 
-// The --run-at and --delay flags of a command (mutually exclusive).
+// The --run-at (alias --at) and --delay (alias --in) flags of a command (mutually exclusive).
 struct When {
   CLI::Option* run_at;
   CLI::Option* delay;
@@ -77,10 +77,10 @@ struct When {
 
 When AddWhen(CLI::App* cmd, TaskArgs& a) {
   CLI::Option* run_at =
-      cmd->add_option("--run-at", a.run_at, "When to run: RFC 3339 time or epoch ms")
+      cmd->add_option("--run-at,--at", a.run_at, "When to run: RFC 3339 time or epoch ms")
           ->type_name("TIME");
   CLI::Option* delay =
-      cmd->add_option("--delay", a.delay, "When to run: after this long (90s, 5m, 7d)")
+      cmd->add_option("--delay,--in", a.delay, "When to run: after this long (90s, 5m, 7d)")
           ->type_name("DUR");
   delay->excludes(run_at);
   return {run_at, delay};
@@ -102,7 +102,7 @@ void AddEnqueue(CommandTable& table, TaskArgs& a) {
   cmd->add_option("--queue,-q", a.queue, "Queue name")->type_name("QUEUE")->required();
   PayloadFlags& payload = table.Own<PayloadFlags>();
   payload.text_opt =
-      cmd->add_option("--payload", payload.text, "Payload as JSON text ('-' reads stdin)")
+      cmd->add_option("--payload", payload.text, "Payload as JSON text, @FILE to read it from FILE ('-' or @-: stdin)")
           ->type_name("JSON");
   payload.file_opt = cmd->add_option("--payload-file", payload.file,
                                      "File holding the JSON payload ('-' is stdin)")
@@ -171,7 +171,7 @@ void AddOneTaskCommands(CommandTable& table, TaskArgs& a) {
     const When when = AddWhen(cmd, a);
     PayloadFlags& payload = table.Own<PayloadFlags>();
     payload.text_opt =
-        cmd->add_option("--payload", payload.text, "New payload as JSON text")->type_name("JSON");
+        cmd->add_option("--payload", payload.text, "New payload as JSON text, or @FILE")->type_name("JSON");
     table.Add(cmd, [=, &a, &payload](Session& s) {
       const CliIo& io = s.io();
       if (!Given(when.run_at) && !Given(when.delay)) {
@@ -201,7 +201,7 @@ void AddOneTaskCommands(CommandTable& table, TaskArgs& a) {
 }
 
 void AddList(CommandTable& table, TaskArgs& a) {
-  CLI::App* cmd = table.app().add_subcommand("list", "List tasks");
+  CLI::App* cmd = table.app().add_subcommand("list", "List tasks")->alias("ls");
   CLI::Option* queue =
       cmd->add_option("--queue,-q", a.queue, "Only this queue")->type_name("QUEUE");
   CLI::Option* state =

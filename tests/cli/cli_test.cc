@@ -241,6 +241,80 @@ TEST_F(CliTest, RetrySendsPost) {
 }
 
 // ---------------------------------------------------------------------------
+// What people type: ls, --in, --at, --payload @FILE
+
+TEST_F(CliTest, LsIsList) {
+  AnswerAll(Answer(200, {{"tasks", json::array()}, {"next_cursor", nullptr}}));
+  ASSERT_EQ(Run({"ls", "-q", "emails", "--state", "dead"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/v1/tasks?queue=emails&state=dead");
+  EXPECT_EQ(out(), "no tasks\n");
+}
+
+TEST_F(CliTest, InAndAtAreDelayAndRunAt) {
+  AnswerAll(Answer(201, Task("a")));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--in", "90s"}), kExitOk) << err();
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--at", "2026-11-22T12:00:00+09:00"}), kExitOk) << err();
+  ASSERT_EQ(Run({"reschedule", "a", "--in", "5m"}), kExitOk) << err();
+  ASSERT_EQ(Run({"reschedule", "a", "--at", "1795316400000"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"queue":"q","delay_ms":90000})"));
+  EXPECT_EQ(BodyOf(requests[1]),
+            json::parse(R"({"queue":"q","run_at":"2026-11-22T12:00:00+09:00"})"));
+  EXPECT_EQ(BodyOf(requests[2]), json::parse(R"({"delay_ms":300000})"));
+  EXPECT_EQ(BodyOf(requests[3]), json::parse(R"({"run_at":1795316400000})"));
+}
+
+TEST_F(CliTest, InAndAtAreCheckedLikeDelayAndRunAt) {
+  ExpectUsageError({"enqueue", "-q", "q", "--in", "5x"}, "error: --delay: unknown unit");
+  ExpectUsageError({"enqueue", "-q", "q", "--at", "tomorrow"},
+                   "error: --run-at: not an RFC 3339 time");
+  ExpectUsageError({"enqueue", "-q", "q", "--in", "1s", "--at", "2026-11-22T03:00:00Z"},
+                   "excludes");
+  ExpectUsageError({"enqueue", "-q", "q", "--in", "1s", "--delay", "2s"}, "--delay");
+  ExpectUsageError({"reschedule", "a", "--at", "tomorrow"}, "error: --run-at:");
+}
+
+TEST_F(CliTest, PayloadAtFileReadsTheFile) {
+  const TempFile file(R"({"share": 42})");
+  AnswerAll(Answer(201, Task("a")));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--payload", "@" + file.path()}), kExitOk) << err();
+  ASSERT_EQ(Run({"reschedule", "a", "--in", "1s", "--payload", "@" + file.path()}), kExitOk)
+      << err();
+  AnswerAll(Answer(201, {{"name", "s"}, {"next_run", "2026-11-22T03:00:00.000Z"}}));
+  ASSERT_EQ(Run({"schedule", "add", "s", "-q", "q", "--every", "1h", "--payload",
+                 "@" + file.path()}),
+            kExitOk)
+      << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  for (const Request& r : requests) {
+    EXPECT_EQ(BodyOf(r)["payload"], json::parse(R"({"share":42})")) << r.target;
+  }
+}
+
+TEST_F(CliTest, PayloadAtDashReadsStdin) {
+  AnswerAll(Answer(201, Task("a")));
+  in_.str("[1, 2]\n");
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--payload", "@-"}), kExitOk) << err();
+  EXPECT_EQ(BodyOf(OnlyRequest())["payload"], json::parse("[1,2]"));
+}
+
+TEST_F(CliTest, PayloadAtFileErrorsNameTheFlagAndFile) {
+  const TempFile bad("{x");
+  ExpectUsageError({"enqueue", "-q", "q", "--payload", "@/nonexistent/chronoq-payload"},
+                   "error: --payload: cannot read /nonexistent/chronoq-payload: ");
+  ExpectUsageError({"enqueue", "-q", "q", "--payload", "@"}, "error: --payload: @ needs a file");
+  ExpectUsageError({"enqueue", "-q", "q", "--payload", "@" + bad.path()},
+                   "error: --payload: not valid JSON (at line 1, column 2)");
+  ExpectUsageError(
+      {"enqueue", "-q", "q", "--payload", "@" + bad.path(), "--payload-file", bad.path()},
+      "excludes");
+}
+
+// ---------------------------------------------------------------------------
 // list
 
 TEST_F(CliTest, ListPrintsATable) {
