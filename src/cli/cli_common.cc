@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -152,6 +153,25 @@ std::string ShowMillis(const json& ms) {
                   static_cast<long long>(v / 3'600'000 % 24));
   }
   return buf;
+}
+
+std::string ShowCount(int64_t n) {
+  const std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string out = n < 0 ? "-" : "";
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string ShowSeconds(double seconds) {
+  if (seconds >= 1 && seconds < 60) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fs", seconds);
+    return buf;
+  }
+  return ShowMillis(json(std::llround(seconds * 1000)));
 }
 
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {

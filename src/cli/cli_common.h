@@ -82,6 +82,10 @@ std::string Show(const json& j, const std::string& key);
 json Member(const json& j, const std::string& key);
 // "850ms", "12.3s", "4m05s", "2h10m", "3d4h"; "-" when `ms` is not a number.
 std::string ShowMillis(const json& ms);
+// 1234567 as "1,234,567".
+std::string ShowCount(int64_t n);
+// Seconds as "850ms", "4.82s", "3m05s" (ShowMillis of the rounded milliseconds).
+std::string ShowSeconds(double seconds);
 // Prints rows[0] as the header and pads every column but the last.
 void PrintTable(std::ostream& out, const std::vector<std::vector<std::string>>& rows);
 // Whether a task (or lease) has a key.
@@ -248,6 +252,7 @@ void AddTaskCommands(CommandTable& table);      // tasks.cc: enqueue ... extend
 void AddLockCommands(CommandTable& table);      // locks.cc: lock, lock-info
 void AddQueueCommands(CommandTable& table);     // queues.cc: queues, queue set, pause, resume
 void AddScheduleCommands(CommandTable& table);  // schedules.cc: schedule ..., cron next
+void AddImportCommand(CommandTable& table);     // import.cc: import
 void AddServerCommands(CommandTable& table);    // stats.cc: health, version
 
 }  // namespace chronoq::cli

@@ -10,6 +10,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/http_client.h"
+#include <unistd.h>
 
 namespace chronoq::cli {
 namespace {
@@ -66,6 +67,7 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
   AddLockCommands(table);
   AddQueueCommands(table);
   AddScheduleCommands(table);
+  AddImportCommand(table);
   AddServerCommands(table);
   const std::vector<Command>& commands = table.commands();
 
@@ -136,6 +138,8 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
         if (value == nullptr) return std::nullopt;
         return std::string(value);
       },
+      .out_is_terminal = isatty(STDOUT_FILENO) == 1,
+      .err_is_terminal = isatty(STDERR_FILENO) == 1,
   };
   return RunCli(std::vector<std::string>(argv + (argc > 0 ? 1 : 0), argv + argc), io);
 }

@@ -96,6 +96,8 @@ class CliTest : public ::testing::Test {
           if (it == env_.end()) return std::nullopt;
           return it->second;
         },
+        .out_is_terminal = out_is_terminal_,
+        .err_is_terminal = err_is_terminal_,
     };
     return RunCli(args, io);
   }
@@ -122,6 +124,8 @@ class CliTest : public ::testing::Test {
   test::TestHttpServer server_;
   std::map<std::string, std::string> env_;
   std::istringstream in_;
+  bool out_is_terminal_ = false;  // what the command is told of its streams
+  bool err_is_terminal_ = false;
   std::ostringstream out_;
   std::ostringstream err_;
 };
