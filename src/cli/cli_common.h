@@ -253,6 +253,6 @@ void AddLockCommands(CommandTable& table);      // locks.cc: lock, lock-info
 void AddQueueCommands(CommandTable& table);     // queues.cc: queues, queue set, pause, resume
 void AddScheduleCommands(CommandTable& table);  // schedules.cc: schedule ..., cron next
 void AddImportCommand(CommandTable& table);     // import.cc: import
-void AddServerCommands(CommandTable& table);    // stats.cc: health, version
+void AddServerCommands(CommandTable& table);    // stats.cc: stats, health, version
 
 }  // namespace chronoq::cli
