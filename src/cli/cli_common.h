@@ -252,6 +252,7 @@ void AddTaskCommands(CommandTable& table);      // tasks.cc: enqueue ... extend
 void AddLockCommands(CommandTable& table);      // locks.cc: lock, lock-info
 void AddQueueCommands(CommandTable& table);     // queues.cc: queues, queue set, pause, resume
 void AddScheduleCommands(CommandTable& table);  // schedules.cc: schedule ..., cron next
+void AddWorkCommand(CommandTable& table);       // work.cc: work
 void AddImportCommand(CommandTable& table);     // import.cc: import
 void AddServerCommands(CommandTable& table);    // stats.cc: stats, health, version
 

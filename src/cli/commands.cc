@@ -67,6 +67,7 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
   AddLockCommands(table);
   AddQueueCommands(table);
   AddScheduleCommands(table);
+  AddWorkCommand(table);
   AddImportCommand(table);
   AddServerCommands(table);
   const std::vector<Command>& commands = table.commands();
