@@ -53,6 +53,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <thread>
 
@@ -140,6 +141,54 @@ bool CanRun(const std::string& name) {
   }
 }
 
+// Blocks SIGTERM and SIGINT in the calling thread, and so in every thread
+// it starts from then on, and reads them from a signalfd instead; restores
+// the mask at destruction. Children get every signal back (Subprocess::Spawn).
+class StopSignals {
+ public:
+  StopSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+    signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC);
+  }
+  ~StopSignals() {
+    if (signal_fd_ >= 0) close(signal_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  bool ok() const { return signal_fd_ >= 0 && wake_fd_ >= 0; }
+  // Blocks until a signal comes (its number) or Wake() is called (nullopt).
+  std::optional<int> Next() const {
+    while (true) {
+      pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0) continue;  // EINTR
+      if (fds[1].revents != 0) return std::nullopt;
+      signalfd_siginfo info{};
+      if (read(signal_fd_, &info, sizeof info) == sizeof info) {
+        return static_cast<int>(info.ssi_signo);
+      }
+    }
+  }
+  // Ends Next(), now and for good. Any thread.
+  void Wake() const {
+    const uint64_t one = 1;
+    // An eventfd far from its maximum always takes the write.
+    [[maybe_unused]] const ssize_t n = write(wake_fd_, &one, sizeof one);
+  }
+
+ private:
+  sigset_t old_mask_{};
+  int signal_fd_ = -1;
+  int wake_fd_ = -1;
+};
+
 class Worker {
  public:
   Worker(Session& s, const WorkArgs& a, int64_t lease_ms, int64_t wait_ms)
@@ -153,21 +202,9 @@ class Worker {
 
   // Runs until stopped; returns the exit code.
   int Run() {
-    sigset_t stop_signals, old_mask;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGTERM);
-    sigaddset(&stop_signals, SIGINT);
-    // Blocked here, before any thread starts, so every thread inherits the
-    // mask and the signals wait in the signalfd; children get every signal
-    // back (Subprocess::Spawn).
-    pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
-    const int signal_fd = signalfd(-1, &stop_signals, SFD_CLOEXEC);
-    const int wake_fd = eventfd(0, EFD_CLOEXEC);
-    if (signal_fd < 0 || wake_fd < 0) {
+    StopSignals signals_in;
+    if (!signals_in.ok()) {
       io_.err << "error: cannot watch for signals: " << std::strerror(errno) << "\n";
-      if (signal_fd >= 0) close(signal_fd);
-      if (wake_fd >= 0) close(wake_fd);
-      pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
       return kExitServerError;
     }
     // One connection per slot, made here: the claimer changes its own
@@ -175,16 +212,10 @@ class Worker {
     std::vector<std::unique_ptr<HttpClient>> clients;
     for (int i = 0; i < a_.concurrency; ++i) {
       Result<std::unique_ptr<HttpClient>> c = s_.NewClient();
-      if (!c.ok()) {
-        io_.err << "error: " << c.status().message() << "\n";
-        close(signal_fd);
-        close(wake_fd);
-        pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-        return kExitUsage;
-      }
+      if (!c.ok()) return Usage(io_, c.status());
       clients.push_back(std::move(*c));
     }
-    std::thread signals([this, signal_fd, wake_fd] { SignalLoop(signal_fd, wake_fd); });
+    std::thread signals([this, &signals_in] { SignalLoop(signals_in); });
     std::vector<std::thread> slots;
     for (int i = 0; i < a_.concurrency; ++i) {
       slots.emplace_back([this, i, &clients] { SlotLoop(i, *clients[static_cast<size_t>(i)]); });
@@ -201,14 +232,8 @@ class Worker {
     slots_cv_.notify_all();
     for (std::thread& t : slots) t.join();
     FlushAcks();
-    const uint64_t one = 1;
-    if (write(wake_fd, &one, sizeof one) < 0) {
-      // Cannot happen with an eventfd far from its maximum.
-    }
+    signals_in.Wake();
     signals.join();
-    close(signal_fd);
-    close(wake_fd);
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
     return code;
   }
 
@@ -586,15 +611,13 @@ class Worker {
 
   // --- signals ----------------------------------------------------------------------
 
-  void SignalLoop(int signal_fd, int wake_fd) {
+  // Until `in` is woken: the first signal stops claiming, the second kills.
+  void SignalLoop(const StopSignals& in) {
     int received = 0;
     while (true) {
-      pollfd fds[2] = {{signal_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-      if (poll(fds, 2, -1) < 0) continue;
-      if (fds[1].revents != 0) return;
-      signalfd_siginfo info{};
-      if (read(signal_fd, &info, sizeof info) != sizeof info) continue;
-      const std::string name = sigabbrev_np(static_cast<int>(info.ssi_signo));
+      const std::optional<int> signo = in.Next();
+      if (!signo) return;
+      const std::string name = sigabbrev_np(*signo);
       std::lock_guard lock(mu_);
       if (++received == 1) {
         stopping_ = true;
