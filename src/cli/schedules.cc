@@ -129,7 +129,8 @@ void AddScheduleAdd(CommandTable& table, CLI::App* schedule, ScheduleArgs& a) {
                       "every: the anchor; fixed delay: the first run; cron: none before it")
           ->type_name("TIME");
   a.payload.text_opt =
-      cmd->add_option("--payload", a.payload.text, "A JSON object, or @FILE to read it from FILE ('-' or @-: stdin)")
+      cmd->add_option("--payload", a.payload.text,
+                      "A JSON object, or @FILE to read it from FILE ('-' or @-: stdin)")
           ->type_name("JSON");
   CLI::Option* misfire = cmd->add_option("--misfire", a.misfire, "Missed runs (default run_once)")
                              ->check(CLI::IsMember({"skip", "run_once", "run_all"}));

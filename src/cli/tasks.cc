@@ -102,7 +102,8 @@ void AddEnqueue(CommandTable& table, TaskArgs& a) {
   cmd->add_option("--queue,-q", a.queue, "Queue name")->type_name("QUEUE")->required();
   PayloadFlags& payload = table.Own<PayloadFlags>();
   payload.text_opt =
-      cmd->add_option("--payload", payload.text, "Payload as JSON text, @FILE to read it from FILE ('-' or @-: stdin)")
+      cmd->add_option("--payload", payload.text,
+                      "Payload as JSON text, @FILE to read it from FILE ('-' or @-: stdin)")
           ->type_name("JSON");
   payload.file_opt = cmd->add_option("--payload-file", payload.file,
                                      "File holding the JSON payload ('-' is stdin)")
@@ -171,7 +172,8 @@ void AddOneTaskCommands(CommandTable& table, TaskArgs& a) {
     const When when = AddWhen(cmd, a);
     PayloadFlags& payload = table.Own<PayloadFlags>();
     payload.text_opt =
-        cmd->add_option("--payload", payload.text, "New payload as JSON text, or @FILE")->type_name("JSON");
+        cmd->add_option("--payload", payload.text, "New payload as JSON text, or @FILE")
+            ->type_name("JSON");
     table.Add(cmd, [=, &a, &payload](Session& s) {
       const CliIo& io = s.io();
       if (!Given(when.run_at) && !Given(when.delay)) {

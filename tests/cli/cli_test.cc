@@ -13,9 +13,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_fixture.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
-#include "cli/cli_fixture.h"
 #include "support/test_http_server.h"
 #include <fcntl.h>
 #include <signal.h>
@@ -283,9 +283,9 @@ TEST_F(CliTest, PayloadAtFileReadsTheFile) {
   ASSERT_EQ(Run({"reschedule", "a", "--in", "1s", "--payload", "@" + file.path()}), kExitOk)
       << err();
   AnswerAll(Answer(201, {{"name", "s"}, {"next_run", "2026-11-22T03:00:00.000Z"}}));
-  ASSERT_EQ(Run({"schedule", "add", "s", "-q", "q", "--every", "1h", "--payload",
-                 "@" + file.path()}),
-            kExitOk)
+  ASSERT_EQ(
+      Run({"schedule", "add", "s", "-q", "q", "--every", "1h", "--payload", "@" + file.path()}),
+      kExitOk)
       << err();
 
   const std::vector<Request> requests = server_.requests();
