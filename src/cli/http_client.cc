@@ -224,6 +224,11 @@ class HttpClient::Impl {
       Close();
       return Status::Unavailable("cannot connect to " + where + ": " + Describe(ec));
     }
+    // A request goes out whole and then we wait for the answer: Nagle's
+    // algorithm would hold its last partial segment until the server ACKs
+    // the ones before, which a delayed ACK can put off for up to 40 ms.
+    beast::error_code ignored;
+    stream_->socket().set_option(tcp::no_delay(true), ignored);
     return Status::Ok();
   }
 
