@@ -59,6 +59,7 @@
 
 #include "cli/cli_common.h"
 #include "common/subprocess.h"
+#include "core/validate.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -662,37 +663,15 @@ class Worker {
 }  // namespace
 
 std::string Utf8Tail(std::string_view bytes, size_t max_bytes) {
-  // Valid UTF-8 first (RFC 3629: no overlongs, surrogates or code points
-  // past U+10FFFF), then the cut.
+  // Valid UTF-8 first, then the cut.
   std::string valid;
   valid.reserve(bytes.size());
   for (size_t i = 0; i < bytes.size();) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-    if (c < 0x80) {
-      len = 1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    }
-    bool ok = len > 0 && i + len <= bytes.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      const auto b = static_cast<unsigned char>(bytes[i + k]);
-      ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
-    }
-    if (ok) {
-      valid.append(bytes.substr(i, len));
-      i += len;
+    if (const size_t n = Utf8SequenceLength(bytes, i); n > 0) {
+      valid.append(bytes.substr(i, n));
+      i += n;
     } else {
-      valid += "\xEF\xBF\xBD";  // U+FFFD
+      valid += "\xEF\xBF\xBD";  // U+FFFD for the byte that starts no character
       ++i;
     }
   }
