@@ -52,7 +52,8 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
       "Environment: CHRONOQ_URL (default for --url), CHRONOQ_TOKEN (the API token).\n"
       "Exit codes: 0 ok, 1 the server answered with an error, 2 bad command line,\n"
       "3 the server could not be reached; `lock` exits with its command's status,\n"
-      "or 75 when the lock stayed busy.");
+      "or 75 when the lock stayed busy; `import` exits 1 when a line is refused;\n"
+      "`work` exits 0 once stopped by SIGTERM or SIGINT.");
   CLI::Option* url =
       app.add_option("--url", a.url, "Server URL (default " + std::string(kDefaultUrl) + ")")
           ->type_name("URL");
