@@ -35,13 +35,18 @@ struct CliIo {
   std::istream& in;   // `--payload-file -`
   // Looks up an environment variable (CHRONOQ_URL, CHRONOQ_TOKEN).
   std::function<std::optional<std::string>(std::string_view)> getenv;
+  // Whether `out` and `err` are terminals: `import` draws a progress bar on
+  // err, `stats --watch` clears the screen on out.
+  bool out_is_terminal = false;
+  bool err_is_terminal = false;
 };
 
 // Runs one command. `args` excludes the program name. Returns an exit code
 // above. Not thread-safe with respect to `io`.
 int RunCli(const std::vector<std::string>& args, const CliIo& io);
 
-// main()'s entry: std::cin and the process environment.
+// main()'s entry: std::cin, the process environment, and isatty() of
+// stdout and stderr.
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err);
 
 }  // namespace chronoq::cli

@@ -108,6 +108,10 @@ class Subprocess {
   int stdin_fd() const { return stdin_fd_; }
   int stdout_fd() const { return stdout_fd_; }
   int stderr_fd() const { return stderr_fd_; }
+  // A descriptor that polls readable once the child has ended (a pidfd), so
+  // one poll() can wait for its exit and its pipes together; then Poll()
+  // reaps it. -1 on kernels without pidfd (before 5.3): call Poll() instead.
+  int exit_fd() const { return pidfd_; }
   // Closes the child's stdin (it then reads end of file).
   void CloseStdin();
 

@@ -3,9 +3,7 @@
 #include <cstdint>
 
 namespace chronoq {
-namespace {
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0 if invalid.
 size_t Utf8SequenceLength(std::string_view s, size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
   size_t n;
@@ -34,8 +32,6 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
   if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
   return n;
 }
-
-}  // namespace
 
 std::string_view BadText(std::string_view text, bool tabs) {
   for (size_t i = 0; i < text.size();) {

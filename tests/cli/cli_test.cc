@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_fixture.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
 #include "support/test_http_server.h"
@@ -24,116 +25,10 @@
 namespace chronoq::cli {
 namespace {
 
-using json = nlohmann::json;
-using Request = test::TestHttpServer::Request;
-using Response = test::TestHttpServer::Response;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Optional;
 using ::testing::StartsWith;
-
-// A task as the server shows it.
-json Task(const std::string& id, const std::string& state = "scheduled") {
-  return {
-      {"id", id},
-      {"queue", "expire-share"},
-      {"state", state},
-      {"payload", {{"share", 42}}},
-      {"run_at", "2026-11-22T03:00:00.000Z"},
-      {"attempt", 0},
-      {"max_attempts", 25},
-      {"priority", 0},
-      {"last_error", nullptr},
-      {"created_at", "2026-11-15T03:00:00.000Z"},
-      {"updated_at", "2026-11-15T03:00:00.000Z"},
-  };
-}
-
-// A file holding `content`, removed when this goes out of scope.
-class TempFile {
- public:
-  explicit TempFile(const std::string& content) {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("chronoq-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::ofstream(path_) << content;
-  }
-  ~TempFile() {
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-Response Answer(int status, const json& body) { return {.status = status, .body = body.dump()}; }
-
-// The error body chronoqd sends.
-Response Error(int status, const std::string& code, const std::string& message,
-               const std::string& field = "") {
-  json error = {{"code", code}, {"message", message}};
-  if (!field.empty()) error["field"] = field;
-  return Answer(status, {{"error", error}});
-}
-
-class CliTest : public ::testing::Test {
- protected:
-  CliTest() { env_["CHRONOQ_URL"] = server_.url(); }
-
-  // Every request gets `response`.
-  void AnswerAll(Response response) {
-    server_.SetHandler([response](const Request&) { return response; });
-  }
-
-  // Runs `chronoq <args>`; out() and err() hold what it printed.
-  int Run(std::vector<std::string> args) {
-    out_.str("");
-    err_.str("");
-    const CliIo io{
-        .out = out_,
-        .err = err_,
-        .in = in_,
-        .getenv = [this](std::string_view name) -> std::optional<std::string> {
-          const auto it = env_.find(std::string(name));
-          if (it == env_.end()) return std::nullopt;
-          return it->second;
-        },
-    };
-    return RunCli(args, io);
-  }
-
-  std::string out() const { return out_.str(); }
-  std::string err() const { return err_.str(); }
-
-  // The one request the server received.
-  Request OnlyRequest() const {
-    const std::vector<Request> requests = server_.requests();
-    EXPECT_EQ(requests.size(), 1u);
-    return requests.empty() ? Request{} : requests.front();
-  }
-
-  // Expects a usage error: exit 2, a message containing `message`, nothing sent.
-  void ExpectUsageError(std::vector<std::string> args, const std::string& message) {
-    SCOPED_TRACE(::testing::PrintToString(args));
-    EXPECT_EQ(Run(std::move(args)), kExitUsage);
-    EXPECT_THAT(err(), HasSubstr(message));
-    EXPECT_THAT(out(), IsEmpty());
-    EXPECT_THAT(server_.requests(), IsEmpty());
-  }
-
-  test::TestHttpServer server_;
-  std::map<std::string, std::string> env_;
-  std::istringstream in_;
-  std::ostringstream out_;
-  std::ostringstream err_;
-};
-
-json BodyOf(const Request& r) { return json::parse(r.body); }
 
 // ---------------------------------------------------------------------------
 // enqueue
@@ -343,6 +238,80 @@ TEST_F(CliTest, RetrySendsPost) {
   EXPECT_EQ(r.target, "/v1/tasks/a/retry");
   EXPECT_EQ(BodyOf(r), json::object());
   EXPECT_EQ(out(), "requeued a, due 2026-11-22T03:00:00.000Z\n");
+}
+
+// ---------------------------------------------------------------------------
+// What people type: ls, --in, --at, --payload @FILE
+
+TEST_F(CliTest, LsIsList) {
+  AnswerAll(Answer(200, {{"tasks", json::array()}, {"next_cursor", nullptr}}));
+  ASSERT_EQ(Run({"ls", "-q", "emails", "--state", "dead"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/v1/tasks?queue=emails&state=dead");
+  EXPECT_EQ(out(), "no tasks\n");
+}
+
+TEST_F(CliTest, InAndAtAreDelayAndRunAt) {
+  AnswerAll(Answer(201, Task("a")));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--in", "90s"}), kExitOk) << err();
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--at", "2026-11-22T12:00:00+09:00"}), kExitOk) << err();
+  ASSERT_EQ(Run({"reschedule", "a", "--in", "5m"}), kExitOk) << err();
+  ASSERT_EQ(Run({"reschedule", "a", "--at", "1795316400000"}), kExitOk) << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"queue":"q","delay_ms":90000})"));
+  EXPECT_EQ(BodyOf(requests[1]),
+            json::parse(R"({"queue":"q","run_at":"2026-11-22T12:00:00+09:00"})"));
+  EXPECT_EQ(BodyOf(requests[2]), json::parse(R"({"delay_ms":300000})"));
+  EXPECT_EQ(BodyOf(requests[3]), json::parse(R"({"run_at":1795316400000})"));
+}
+
+TEST_F(CliTest, InAndAtAreCheckedLikeDelayAndRunAt) {
+  ExpectUsageError({"enqueue", "-q", "q", "--in", "5x"}, "error: --delay: unknown unit");
+  ExpectUsageError({"enqueue", "-q", "q", "--at", "tomorrow"},
+                   "error: --run-at: not an RFC 3339 time");
+  ExpectUsageError({"enqueue", "-q", "q", "--in", "1s", "--at", "2026-11-22T03:00:00Z"},
+                   "excludes");
+  ExpectUsageError({"enqueue", "-q", "q", "--in", "1s", "--delay", "2s"}, "--delay");
+  ExpectUsageError({"reschedule", "a", "--at", "tomorrow"}, "error: --run-at:");
+}
+
+TEST_F(CliTest, PayloadAtFileReadsTheFile) {
+  const TempFile file(R"({"share": 42})");
+  AnswerAll(Answer(201, Task("a")));
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--payload", "@" + file.path()}), kExitOk) << err();
+  ASSERT_EQ(Run({"reschedule", "a", "--in", "1s", "--payload", "@" + file.path()}), kExitOk)
+      << err();
+  AnswerAll(Answer(201, {{"name", "s"}, {"next_run", "2026-11-22T03:00:00.000Z"}}));
+  ASSERT_EQ(
+      Run({"schedule", "add", "s", "-q", "q", "--every", "1h", "--payload", "@" + file.path()}),
+      kExitOk)
+      << err();
+
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  for (const Request& r : requests) {
+    EXPECT_EQ(BodyOf(r)["payload"], json::parse(R"({"share":42})")) << r.target;
+  }
+}
+
+TEST_F(CliTest, PayloadAtDashReadsStdin) {
+  AnswerAll(Answer(201, Task("a")));
+  in_.str("[1, 2]\n");
+  ASSERT_EQ(Run({"enqueue", "-q", "q", "--payload", "@-"}), kExitOk) << err();
+  EXPECT_EQ(BodyOf(OnlyRequest())["payload"], json::parse("[1,2]"));
+}
+
+TEST_F(CliTest, PayloadAtFileErrorsNameTheFlagAndFile) {
+  const TempFile bad("{x");
+  ExpectUsageError({"enqueue", "-q", "q", "--payload", "@/nonexistent/chronoq-payload"},
+                   "error: --payload: cannot read /nonexistent/chronoq-payload: ");
+  ExpectUsageError({"enqueue", "-q", "q", "--payload", "@"}, "error: --payload: @ needs a file");
+  ExpectUsageError({"enqueue", "-q", "q", "--payload", "@" + bad.path()},
+                   "error: --payload: not valid JSON (at line 1, column 2)");
+  ExpectUsageError(
+      {"enqueue", "-q", "q", "--payload", "@" + bad.path(), "--payload-file", bad.path()},
+      "excludes");
 }
 
 // ---------------------------------------------------------------------------

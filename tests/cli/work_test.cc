@@ -1,0 +1,97 @@
+// chronoq work: its command line, and what a failed task's error says. The
+// worker itself runs end to end in tests/integration/cli_e2e_test.cc, where
+// it can be stopped with signals.
+#include "cli/work.h"
+
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli/cli_fixture.h"
+#include <signal.h>
+
+namespace chronoq::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Utf8TailTest, KeepsTheEndWithinTheLimit) {
+  EXPECT_EQ(Utf8Tail("abcdef", 10), "abcdef");
+  EXPECT_EQ(Utf8Tail("abcdef", 3), "def");
+  EXPECT_EQ(Utf8Tail("", 3), "");
+  // Trailing newlines and spaces go before the cut.
+  EXPECT_EQ(Utf8Tail("line 1\nline 2\n\n  ", 6), "line 2");
+}
+
+TEST(Utf8TailTest, CutsBetweenCharacters) {
+  // "é" is 2 bytes, "€" 3: the last 4 bytes start inside the "€" before "é".
+  EXPECT_EQ(Utf8Tail("a\xE2\x82\xAC\xC3\xA9", 4), "\xC3\xA9");
+  EXPECT_EQ(Utf8Tail("a\xE2\x82\xAC\xC3\xA9", 5), "\xE2\x82\xAC\xC3\xA9");
+}
+
+TEST(Utf8TailTest, ReplacesWhatIsNotUtf8) {
+  EXPECT_EQ(Utf8Tail("a\xFF"
+                     "b",
+                     10),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(Utf8Tail("\xC0\xAF", 10), "\xEF\xBF\xBD\xEF\xBF\xBD");  // an overlong '/'
+  EXPECT_EQ(Utf8Tail("\xED\xA0\x80", 10),                           // a surrogate
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(Utf8Tail("ok\xE2\x82", 10), "ok\xEF\xBF\xBD\xEF\xBF\xBD");  // cut short
+  EXPECT_EQ(Utf8Tail("\xF0\x9F\x98\x80", 10), "\xF0\x9F\x98\x80");      // an emoji is fine
+}
+
+TEST(FailureMessageTest, SaysHowTheCommandEnded) {
+  EXPECT_EQ(FailureMessage(3, false, "disk full"), "exited with status 3: disk full");
+  EXPECT_EQ(FailureMessage(3, false, ""), "exited with status 3");
+  EXPECT_EQ(FailureMessage(128 + SIGKILL, false, ""), "killed by signal 9 (Killed)");
+  EXPECT_EQ(FailureMessage(128 + SIGKILL, true, "half done"),
+            "interrupted: chronoq work was stopped and killed it: half done");
+}
+
+TEST(FailureMessageTest, StaysUnderTheServersLimit) {
+  const std::string noise(100'000, 'x');
+  EXPECT_LE(FailureMessage(255, false, Utf8Tail(noise, kStderrTailBytes)).size(), 4096u);
+}
+
+TEST_F(CliTest, BadWorkCommandLinesExitTwoAndSendNothing) {
+  ExpectUsageError({"work"}, "queue is required");
+  ExpectUsageError({"work", "q"}, "command is required");
+  ExpectUsageError({"work", "q", "--"}, "command is required");
+  ExpectUsageError({"work", "q", "--concurrency", "0", "--", "true"},
+                   "error: --concurrency: must be 1-1000");
+  ExpectUsageError({"work", "q", "--concurrency", "1001", "--", "true"},
+                   "error: --concurrency: must be 1-1000");
+  ExpectUsageError({"work", "q", "--lease", "500ms", "--", "true"},
+                   "error: --lease: must be between 1s and 7d");
+  ExpectUsageError({"work", "q", "--wait", "1ms", "--", "true"},
+                   "error: --wait: must be between 10ms and 1h");
+  ExpectUsageError({"work", "q", "--wait", "soon", "--", "true"}, "error: --wait:");
+  ExpectUsageError({"work", "q", "--", "/nonexistent/chronoq-cmd"},
+                   "error: work: cannot run /nonexistent/chronoq-cmd: no such program");
+  ExpectUsageError({"work", "q", "--", "chronoq-no-such-command-anywhere"},
+                   "cannot run chronoq-no-such-command-anywhere: no such program");
+}
+
+TEST_F(CliTest, AnUnreachableServerStopsTheWorkerWithExitThree) {
+  {
+    test::TestHttpServer gone;
+    env_["CHRONOQ_URL"] = gone.url();
+  }
+  EXPECT_EQ(Run({"work", "q", "--", "true"}), kExitUnreachable);
+  EXPECT_THAT(err(), HasSubstr("error: cannot connect to "));
+}
+
+TEST_F(CliTest, ARefusedClaimStopsTheWorkerWithExitOne) {
+  AnswerAll(Error(400, "invalid_argument", "queue: contains a control character", "queue"));
+  EXPECT_EQ(Run({"work", "q", "--wait", "10ms", "--", "true"}), kExitServerError);
+  EXPECT_EQ(err(), "error: invalid_argument: queue: contains a control character (field queue)\n");
+  const Request claim = OnlyRequest();
+  EXPECT_EQ(claim.target, "/v1/queues/q/claim");
+  EXPECT_EQ(BodyOf(claim), json::parse(R"({"max":1,"lease_ms":30000,"wait_ms":10})"));
+}
+
+}  // namespace
+}  // namespace chronoq::cli
