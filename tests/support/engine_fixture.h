@@ -1,8 +1,6 @@
 // EngineFixture: an Engine on a FakeClock over a fresh SQLite file.
 #pragma once
 
-#include <atomic>
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -11,30 +9,9 @@
 #include "chronoq/engine.h"
 
 #include "support/fake_clock.h"
+#include "support/temp_dir.h"
 
 namespace chronoq::test {
-
-// A fresh, empty directory removed at destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("chronoq-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 class EngineFixture : public ::testing::Test {
  protected:
