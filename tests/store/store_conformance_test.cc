@@ -121,6 +121,9 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory>,
 
 // --- meta and transactions ---------------------------------------------------------
 
+// A new store opens at its current schema version, and LoadMeta accepts it.
+// Migrations from older versions are each store's own (sqlite_store_test.cc);
+// DataSurvivesCloseAndReopen shows that opening again changes nothing.
 TEST_P(StoreConformanceTest, LoadMetaOnANewStore) {
   Result<StoreMeta> meta = store_->LoadMeta();
   ASSERT_TRUE(meta.ok()) << meta.status().ToString();
@@ -155,6 +158,20 @@ TEST_P(StoreConformanceTest, SaveNextTokenPersistsAcrossReopen) {
   EXPECT_EQ(reopened->next_token, 5000u);
 }
 
+// The token ceiling is written in the commit whose claims reach it: if that
+// commit fails, the old ceiling stands.
+TEST_P(StoreConformanceTest, ATokenCeilingOfARolledBackTransactionIsNotKept) {
+  Committed([&] { ASSERT_THAT(store_->SaveNextToken(4097), IsOk()); });
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->SaveNextToken(8193), IsOk());
+  store_->Rollback();
+  EXPECT_THAT(store_->LoadMeta(),
+              test::IsOkAndHolds(::testing::Field(&StoreMeta::next_token, uint64_t{4097})));
+  Reopen();
+  EXPECT_THAT(store_->LoadMeta(),
+              test::IsOkAndHolds(::testing::Field(&StoreMeta::next_token, uint64_t{4097})));
+}
+
 TEST_P(StoreConformanceTest, RollbackDiscardsTheTransaction) {
   const int64_t q = Queue("q");
   ASSERT_TRUE(store_->Begin().ok());
@@ -165,6 +182,27 @@ TEST_P(StoreConformanceTest, RollbackDiscardsTheTransaction) {
   store_->Rollback();
   InsertCommitted(Scheduled(11, q, kNow));
   EXPECT_TRUE(Find(11).has_value());
+}
+
+// A store closed with a transaction open (a crash before COMMIT) comes back
+// with what was committed before it, and nothing of it.
+TEST_P(StoreConformanceTest, AReopenedStoreHoldsCommittedWritesOnly) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(1, q, kNow));
+  Committed([&] { ASSERT_THAT(store_->SaveNextToken(10), IsOk()); });
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->Insert(Scheduled(2, q, kNow)), test::IsOkAndHolds(true));
+  ASSERT_THAT(store_->SetPayload(1, R"({"lost":true})"), IsOk());
+  ASSERT_THAT(store_->SaveNextToken(20), IsOk());
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  std::optional<TaskRow> one = Find(1);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->payload, Scheduled(1, q, kNow).payload);
+  EXPECT_FALSE(Find(2).has_value());
+  Result<StoreMeta> meta = store_->LoadMeta();
+  ASSERT_THAT(meta, IsOk());
+  EXPECT_EQ(meta->next_token, 10u);
+  EXPECT_EQ(meta->max_seq, 1);
 }
 
 TEST_P(StoreConformanceTest, RollbackToSavepointUndoesOnlyTheSavepoint) {
@@ -194,6 +232,20 @@ TEST_P(StoreConformanceTest, RollbackToSavepointUndoesOnlyTheSavepoint) {
   Result<StoreMeta> meta = store_->LoadMeta();
   ASSERT_TRUE(meta.ok());
   EXPECT_EQ(meta->next_token, 1u);
+}
+
+// A released savepoint's writes belong to the transaction: they go if it is
+// rolled back.
+TEST_P(StoreConformanceTest, AReleasedSavepointGoesWithItsTransaction) {
+  const int64_t q = Queue("q");
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->Savepoint(), IsOk());
+  ASSERT_THAT(store_->Insert(Scheduled(1, q, kNow)), test::IsOkAndHolds(true));
+  ASSERT_THAT(store_->ReleaseSavepoint(), IsOk());
+  EXPECT_TRUE(Find(1).has_value());
+  store_->Rollback();
+  EXPECT_FALSE(Find(1).has_value());
+  EXPECT_FALSE(Read(1).has_value());
 }
 
 TEST_P(StoreConformanceTest, DataSurvivesCloseAndReopen) {
@@ -228,17 +280,19 @@ TEST_P(StoreConformanceTest, DataSurvivesCloseAndReopen) {
 // --- queues ------------------------------------------------------------------------
 
 TEST_P(StoreConformanceTest, QueueIdCreatesOnceAndIsStable) {
-  const int64_t a = Queue("alpha");
   const int64_t b = Queue("beta");
+  const int64_t a = Queue("alpha");
   EXPECT_NE(a, b);
   EXPECT_EQ(Queue("alpha"), a);
   EXPECT_EQ(Queue("beta"), b);
 
+  // By qid, not by name.
   Result<std::vector<QueueRow>> queues = store_->Queues();
   ASSERT_TRUE(queues.ok());
   std::vector<std::pair<int64_t, std::string>> got;
   for (const QueueRow& q : *queues) got.emplace_back(q.qid, q.name);
-  const std::vector<std::pair<int64_t, std::string>> want = {{a, "alpha"}, {b, "beta"}};
+  std::vector<std::pair<int64_t, std::string>> want = {{a, "alpha"}, {b, "beta"}};
+  std::sort(want.begin(), want.end());
   EXPECT_EQ(got, want);
 
   Reopen();
@@ -267,6 +321,9 @@ TEST_P(StoreConformanceTest, QueueSettingsAndCountsPersist) {
   settings.max_attempts = 9;
   settings.backoff = Backoff{std::chrono::milliseconds(5), std::chrono::minutes(2)};
   settings.retention = hours(6);
+  settings.rate_limit = RateLimit{50, std::chrono::milliseconds(1500)};
+  settings.max_in_flight_per_key = 4;
+  settings.max_pending_per_key = int64_t{3'000'000'000};
   ASSERT_TRUE(store_->Begin().ok());
   ASSERT_TRUE(store_->SaveQueueSettings(a, settings, /*paused=*/true, /*webhooks=*/true).ok());
   ASSERT_TRUE(store_->SaveQueueCounts(a, {1, 2, 3, 4, 5}).ok());
@@ -290,6 +347,9 @@ TEST_P(StoreConformanceTest, QueueSettingsAndCountsPersist) {
   EXPECT_EQ(qa.settings.max_attempts, 9);
   EXPECT_EQ(qa.settings.backoff, settings.backoff);
   EXPECT_EQ(qa.settings.retention, hours(6));
+  EXPECT_EQ(qa.settings.rate_limit, settings.rate_limit);
+  EXPECT_EQ(qa.settings.max_in_flight_per_key, 4);
+  EXPECT_EQ(qa.settings.max_pending_per_key, int64_t{3'000'000'000});
   EXPECT_EQ(qa.counts, (std::array<int64_t, 5>{1, 2, 3, 4, 5}));
   const QueueRow& qb = (*queues)[1];
   EXPECT_FALSE(qb.paused);
@@ -305,6 +365,9 @@ TEST_P(StoreConformanceTest, QueueSettingsAndCountsPersist) {
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE((*again)[0].settings.concurrency.has_value());
   EXPECT_FALSE((*again)[0].settings.backoff.has_value());
+  EXPECT_FALSE((*again)[0].settings.rate_limit.has_value());
+  EXPECT_FALSE((*again)[0].settings.max_in_flight_per_key.has_value());
+  EXPECT_FALSE((*again)[0].settings.max_pending_per_key.has_value());
   EXPECT_EQ((*again)[0].settings.retention, Duration::zero());
   EXPECT_FALSE((*again)[0].paused);
   EXPECT_FALSE((*again)[0].webhooks);
@@ -378,8 +441,9 @@ TEST_P(StoreConformanceTest, DuplicateNameInsertReturnsFalseAndWritesNothing) {
   InsertCommitted(first);
 
   ASSERT_TRUE(store_->Begin().ok());
-  TaskRow second = Scheduled(2, q, kNow + seconds(1));
+  TaskRow second = Scheduled(9, q, kNow + seconds(1));
   second.name = "dup";
+  second.key = "k";
   Result<bool> inserted = store_->Insert(second);
   ASSERT_TRUE(inserted.ok()) << inserted.status().ToString();
   EXPECT_FALSE(*inserted);
@@ -391,12 +455,17 @@ TEST_P(StoreConformanceTest, DuplicateNameInsertReturnsFalseAndWritesNothing) {
   EXPECT_TRUE(*ok);
   ASSERT_TRUE(store_->Commit().ok());
 
-  EXPECT_FALSE(Find(2).has_value());
+  EXPECT_FALSE(Find(9).has_value());
   EXPECT_TRUE(Find(3).has_value());
   Result<std::optional<TaskRow>> by_name = store_->FindByName("dup");
   ASSERT_TRUE(by_name.ok());
   ASSERT_TRUE(by_name->has_value());
   EXPECT_EQ((*by_name)->seq, 1);
+  EXPECT_EQ((*by_name)->payload, first.payload);
+  EXPECT_EQ(ListSeqs({}), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(store_->LoadMeta()->max_seq, 3);
+  EXPECT_TRUE(KeyHeadSeqs(q, "k").empty());
+  EXPECT_EQ(*store_->CountKeyPending(q, "k", std::nullopt), 0);
 }
 
 TEST_P(StoreConformanceTest, UnnamedRowsNeverConflict) {
@@ -415,7 +484,9 @@ TEST_P(StoreConformanceTest, SetPayloadAndOverwrite) {
   ASSERT_TRUE(store_->SetPayload(10, R"({"v":2})").ok());
   std::optional<TaskRow> with_payload = Find(10);
   ASSERT_TRUE(with_payload.has_value());
-  EXPECT_EQ(with_payload->payload, R"({"v":2})");
+  TaskRow want = FullRow(10, q);
+  want.payload = R"({"v":2})";
+  ExpectSameRow(*with_payload, want);
 
   const int64_t q2 = Queue("q2");
   TaskRow replaced = Row(10, q2, TaskState::kScheduled, kNow + seconds(9));
@@ -424,6 +495,56 @@ TEST_P(StoreConformanceTest, SetPayloadAndOverwrite) {
   std::optional<TaskRow> got = Find(10);
   ASSERT_TRUE(got.has_value());
   ExpectSameRow(*got, replaced);
+}
+
+// Overwrite replaces the row whole: its name, queue, state, due and key
+// change wherever the row is found.
+TEST_P(StoreConformanceTest, OverwriteMovesTheRowEverywhereItIsFound) {
+  const int64_t a = Queue("a");
+  const int64_t b = Queue("b");
+  TaskRow before = Scheduled(10, a, kBase + seconds(10));
+  before.name = "old";
+  before.key = "k1";
+  InsertCommitted(before);
+
+  TaskRow after = Scheduled(10, b, kBase + 2 * kBucket + seconds(1));
+  after.name = "new";
+  after.key = "k2";
+  after.priority = 4;
+  Committed([&] { ASSERT_THAT(store_->Overwrite(after), IsOk()); });
+  Result<std::optional<TaskRow>> old_name = store_->FindByName("old");
+  ASSERT_THAT(old_name, IsOk());
+  EXPECT_FALSE(old_name->has_value());
+  Result<std::optional<TaskRow>> new_name = store_->FindByName("new");
+  ASSERT_THAT(new_name, IsOk());
+  ASSERT_TRUE(new_name->has_value());
+  ExpectSameRow(**new_name, after);
+  EXPECT_EQ((*store_->ReadByName("new"))->queue, "b");
+  EXPECT_TRUE(ListSeqs({.queue = "a"}).empty());
+  EXPECT_EQ(ListSeqs({.queue = "b"}), std::vector<int64_t>{10});
+  EXPECT_TRUE(store_->LoadScheduled(kB0, 0, kB0 + 1, 10)->empty());
+  Result<std::vector<DueEntry>> window = store_->LoadScheduled(kB0 + 2, 0, kB0 + 3, 10);
+  ASSERT_THAT(window, IsOk());
+  ASSERT_EQ(window->size(), 1u);
+  EXPECT_EQ((*window)[0].qid, b);
+  EXPECT_EQ((*window)[0].due, *after.due);
+  EXPECT_EQ((*window)[0].priority, 4);
+  EXPECT_EQ((*window)[0].key, "k2");
+  EXPECT_TRUE(KeyHeadSeqs(a, "k1").empty());
+  EXPECT_EQ(KeyHeadSeqs(b, "k2"), std::vector<int64_t>{10});
+  // The old name is free again.
+  TaskRow other = Scheduled(11, a, kNow);
+  other.name = "old";
+  EXPECT_THAT(store_->Insert(other), test::IsOkAndHolds(true));
+
+  // And out of the window altogether.
+  const TaskRow dead = Row(10, b, TaskState::kDead, std::nullopt);
+  Committed([&] { ASSERT_THAT(store_->Overwrite(dead), IsOk()); });
+  std::optional<TaskRow> got = Find(10);
+  ASSERT_TRUE(got.has_value());
+  ExpectSameRow(*got, dead);
+  EXPECT_TRUE(store_->LoadScheduled(kB0 + 2, 0, kB0 + 3, 10)->empty());
+  EXPECT_TRUE(KeyHeadSeqs(b, "k2").empty());
 }
 
 TEST_P(StoreConformanceTest, DeleteRemovesTheRow) {
@@ -543,6 +664,37 @@ TEST_P(StoreConformanceTest, MarkRunningManyClaimsOnlyScheduledRowsInChunks) {
   ASSERT_TRUE(untouched.ok() && untouched->has_value());
   EXPECT_EQ((*untouched)->due, kNow + seconds(5));
   EXPECT_NE((*untouched)->token, 42u);
+}
+
+// The rows come back whole, as a read would find them.
+TEST_P(StoreConformanceTest, MarkRunningManyReturnsWholeRows) {
+  const int64_t q = Queue("q");
+  TaskRow row = FullRow(10, q);
+  row.due = kNow;
+  InsertCommitted(row);
+  InsertCommitted(Scheduled(11, q, kNow));
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> none = store_->MarkRunningMany({}, kNow + seconds(30), 7, kNow);
+  ASSERT_THAT(none, IsOk());
+  EXPECT_TRUE(none->empty());
+  Result<std::vector<TaskRow>> claimed =
+      store_->MarkRunningMany({11, 10}, kNow + seconds(30), 7, kNow + seconds(1));
+  ASSERT_THAT(claimed, IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_EQ(claimed->size(), 2u);
+  for (const TaskRow& got : *claimed) {
+    std::optional<TaskRow> stored = Find(got.seq);
+    ASSERT_TRUE(stored.has_value());
+    ExpectSameRow(got, *stored);
+  }
+  const TaskRow& full = (*claimed)[0].seq == 10 ? (*claimed)[0] : (*claimed)[1];
+  EXPECT_EQ(full.attempt, 3);
+  EXPECT_EQ(full.run_at, kNow);
+  EXPECT_EQ(full.token, 7u);
+  EXPECT_EQ(full.payload, row.payload);
+  EXPECT_EQ(full.target, row.target);
+  EXPECT_EQ(full.key, row.key);
+  EXPECT_EQ(full.sid, row.sid);
 }
 
 TEST_P(StoreConformanceTest, MoveRunningBackToScheduledClearsRunAtAndToken) {
@@ -721,6 +873,26 @@ TEST_P(StoreConformanceTest, SetDueChangesOnlyDueAndUpdated) {
   ExpectSameRow(*after, want);
 }
 
+TEST_P(StoreConformanceTest, SetResponseChangesOnlyTheResponse) {
+  const int64_t q = Queue("q");
+  InsertCommitted(FullRow(10, q));
+  std::optional<TaskRow> before = Find(10);
+  ASSERT_TRUE(before.has_value());
+  EXPECT_FALSE(before->response.has_value());
+
+  Committed([&] { ASSERT_THAT(store_->SetResponse(10, "HTTP 503: try later"), IsOk()); });
+  std::optional<TaskRow> after = Find(10);
+  ASSERT_TRUE(after.has_value());
+  ExpectSameRow(*after, *before);
+  EXPECT_EQ(after->response, "HTTP 503: try later");
+  std::optional<Store::ReadRow> read = Read(10);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->row.response, "HTTP 503: try later");
+  // A later response replaces it.
+  Committed([&] { ASSERT_THAT(store_->SetResponse(10, "HTTP 200"), IsOk()); });
+  EXPECT_EQ(Find(10)->response, "HTTP 200");
+}
+
 // --- the window and purge ----------------------------------------------------------
 
 TEST_P(StoreConformanceTest, LoadScheduledRangeLimitAndOrder) {
@@ -759,6 +931,33 @@ TEST_P(StoreConformanceTest, LoadScheduledRangeLimitAndOrder) {
   Result<std::vector<DueEntry>> none = store_->LoadScheduled(kB0 + 4, 0, kB0 + 100, 100);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// after_seq is where the previous read stopped inside from_bucket: it skips
+// rows of that bucket only, whatever the seqs of later buckets.
+TEST_P(StoreConformanceTest, LoadScheduledSkipsOnlyTheReadPartOfTheFirstBucket) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(5, q, kBase + kBucket + seconds(1)));        // bucket 1, small seq
+  InsertCommitted(Scheduled(10, q, kBase + seconds(30)));                // bucket 0
+  InsertCommitted(Scheduled(20, q, kBase + seconds(1)));                 // bucket 0
+  InsertCommitted(Scheduled(30, q, kBase + kBucket));                    // bucket 1
+  InsertCommitted(Scheduled(40, q, kBase + 2 * kBucket - Duration(1)));  // bucket 1, its end
+  auto seqs = [&](int64_t from, int64_t after_seq, int64_t to, int limit = 100) {
+    std::vector<int64_t> out;
+    Result<std::vector<DueEntry>> rows = store_->LoadScheduled(from, after_seq, to, limit);
+    EXPECT_THAT(rows, IsOk());
+    if (rows.ok()) {
+      for (const DueEntry& e : *rows) out.push_back(e.seq);
+    }
+    return out;
+  };
+  EXPECT_EQ(seqs(kB0, 0, kB0 + 2), (std::vector<int64_t>{10, 20, 5, 30, 40}));
+  EXPECT_EQ(seqs(kB0, 10, kB0 + 2), (std::vector<int64_t>{20, 5, 30, 40}));
+  EXPECT_EQ(seqs(kB0, 20, kB0 + 2), (std::vector<int64_t>{5, 30, 40}));
+  EXPECT_EQ(seqs(kB0, 20, kB0 + 2, 2), (std::vector<int64_t>{5, 30}));
+  EXPECT_EQ(seqs(kB0 + 1, 5, kB0 + 2), (std::vector<int64_t>{30, 40}));
+  EXPECT_EQ(seqs(kB0 + 1, 40, kB0 + 2), std::vector<int64_t>{});
+  EXPECT_EQ(seqs(kB0, 0, kB0 + 1), (std::vector<int64_t>{10, 20}));
 }
 
 TEST_P(StoreConformanceTest, NextScheduledBucket) {
@@ -820,11 +1019,19 @@ TEST_P(StoreConformanceTest, PurgeFinishedDeletesOnlyDueSucceededAndCancelled) {
   InsertCommitted(Row(5, q, TaskState::kScheduled, kNow - seconds(10)));
   InsertCommitted(Row(6, q, TaskState::kRunning, kNow - seconds(10)));
   InsertCommitted(Row(7, q, TaskState::kDead, std::nullopt));
+  TaskRow old = Row(8, q, TaskState::kSucceeded, kNow - 3 * kBucket);  // an earlier bucket
+  old.name = "old";
+  InsertCommitted(old);
 
   Result<Purged> purged = store_->PurgeFinished(kNow, 100);
   ASSERT_TRUE(purged.ok()) << purged.status().ToString();
-  EXPECT_EQ(purged->rows, 2);
+  EXPECT_EQ(purged->rows, 3);
   EXPECT_EQ(ListSeqs({}), (std::vector<int64_t>{3, 4, 5, 6, 7}));
+  EXPECT_FALSE(Find(8).has_value());
+  // Its name is free.
+  TaskRow reuse = Scheduled(9, q, kNow);
+  reuse.name = "old";
+  EXPECT_THAT(store_->Insert(reuse), test::IsOkAndHolds(true));
 
   Result<Purged> again = store_->PurgeFinished(kNow, 100);
   ASSERT_TRUE(again.ok());
@@ -894,6 +1101,10 @@ TEST_P(StoreConformanceTest, NextPurgeDue) {
   Result<std::optional<Timestamp>> after = store_->NextPurgeDue();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(*after, kBase + 2 * kBucket);
+
+  // A cancelled row alone in the earliest bucket counts as much.
+  InsertCommitted(Row(7, q, TaskState::kCancelled, kBase + seconds(3)));
+  EXPECT_THAT(store_->NextPurgeDue(), test::IsOkAndHolds(std::optional<Timestamp>(kBase)));
 }
 
 // --- keyed tasks -------------------------------------------------------------------
@@ -968,7 +1179,191 @@ TEST_P(StoreConformanceTest, KeyedTasksWaitingToStartAreFoundByKeyInOrder) {
   EXPECT_EQ((*rest)[0].seq, 6);
 }
 
+// The saved cursor of a key (store.h), through what it serves: a search
+// without `after` starts after it, so it must never hide a task waiting to
+// start. Saved only at tasks that started (as the engine does), it is moved
+// back by every write that makes a task wait to start at or before it, and
+// a key whose tasks were all purged or deleted starts afresh. (Where the
+// cursor lies, and that it never moves backwards and is dropped, changes no
+// answer: sqlite_store_test.cc looks at SQLite's table for those.)
+TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
+  const int64_t q = Queue("q");
+  auto keyed = [&](int64_t seq, Timestamp due) {
+    TaskRow r = Scheduled(seq, q, due);
+    r.key = "k";
+    return r;
+  };
+  for (int64_t seq = 1; seq <= 5; ++seq) InsertCommitted(keyed(seq, kBase));
+  // What a search from the saved cursor finds, checked against the count.
+  auto waiting = [&] {
+    std::vector<int64_t> heads = KeyHeadSeqs(q, "k");
+    Result<int64_t> count = store_->CountKeyPending(q, "k", std::nullopt);
+    EXPECT_THAT(count, test::IsOkAndHolds(static_cast<int64_t>(heads.size())));
+    return heads;
+  };
+  auto save = [&](int64_t seq, Timestamp at = kBase) {
+    Committed([&] { ASSERT_THAT(store_->SaveKeyCursor(q, "k", KeyPosition{at, 0, seq}), IsOk()); });
+  };
+  auto start = [&](std::vector<int64_t> seqs) {
+    Committed([&] {
+      Result<std::vector<TaskRow>> rows =
+          store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow);
+      ASSERT_THAT(rows, IsOk());
+      ASSERT_EQ(rows->size(), seqs.size());
+    });
+  };
+  auto move = [&](int64_t seq, TaskState state, std::optional<Timestamp> due,
+                  std::optional<int> attempt) {
+    Committed([&] {
+      ASSERT_THAT(store_->Move({seq, state, due, {}, attempt, kNow, /*keyed=*/true}), IsOk());
+    });
+  };
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  start({1, 2});
+  save(2);
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{3, 4, 5}));
+  start({3});
+  save(3);
+  save(1);  // behind the saved one: changes nothing
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{4, 5}));
+
+  // Enqueued earlier in the line than the cursor.
+  InsertCommitted(keyed(6, kBase - seconds(1)));
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{6, 4, 5}));
+  start({6});
+  save(6, kBase - seconds(1));
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{4, 5}));
+  // Rescheduled to wait earlier.
+  move(5, TaskState::kScheduled, kBase - seconds(5), 0);
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{5, 4}));
+  // A task waiting to retry has started: it does not wait to start.
+  move(1, TaskState::kScheduled, kBase - seconds(9), std::nullopt);
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{5, 4}));
+  // Replaced (Overwrite) to wait earlier.
+  Committed([&] { ASSERT_THAT(store_->Overwrite(keyed(1, kBase - seconds(7))), IsOk()); });
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{1, 5, 4}));
+  // Retried by hand: dead, then scheduled again with attempt 0.
+  move(6, TaskState::kDead, std::nullopt, 25);
+  move(6, TaskState::kScheduled, kBase - seconds(30), 0);
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{6, 1, 5, 4}));
+
+  // Every task started, the cursor at the last: nothing waits.
+  start({6, 1, 5, 4});
+  save(4);
+  EXPECT_EQ(waiting(), std::vector<int64_t>{});
+  // Gone (deleted, purged); new tasks of the key, before and after where the
+  // cursor was, are all found.
+  Committed([&] {
+    for (int64_t seq : {1, 2, 5, 6}) ASSERT_THAT(store_->Delete(seq), IsOk());
+    ASSERT_THAT(store_->MarkSucceeded({3, 4}, kNow, kNow), IsOk());
+    Result<Purged> purged = store_->PurgeFinished(kNow, 100);
+    ASSERT_THAT(purged, IsOk());
+    EXPECT_EQ(purged->rows, 2);
+  });
+  InsertCommitted(keyed(7, kBase + hours(1)));
+  InsertCommitted(keyed(8, kBase - hours(1)));
+  EXPECT_EQ(waiting(), (std::vector<int64_t>{8, 7}));
+}
+
+// A search from `after` starts right after it, wherever the saved cursor
+// is; KeyPosition::Before(task) is the place just before that task.
+TEST_P(StoreConformanceTest, KeyHeadsAfterAPlaceStartRightAfterIt) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 4; ++seq) {
+    TaskRow r = Scheduled(seq, q, kBase + seconds(seq % 2));  // 2 and 4, then 1 and 3
+    r.key = "k";
+    InsertCommitted(r);
+  }
+  Committed([&] {
+    ASSERT_THAT(store_->SaveKeyCursor(q, "k", KeyPosition{kBase - seconds(1), 0, 0}), IsOk());
+  });
+  EXPECT_EQ(KeyHeadSeqs(q, "k"), (std::vector<int64_t>{2, 4, 1, 3}));
+  EXPECT_EQ(KeyHeadSeqs(q, "k", KeyPosition::Before(kBase, 0, 4)), (std::vector<int64_t>{4, 1, 3}));
+  EXPECT_EQ(KeyHeadSeqs(q, "k", KeyPosition{kBase, 0, 4}), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(KeyHeadSeqs(q, "k", KeyPosition{kBase, 0, 4}, 1), std::vector<int64_t>{1});
+  EXPECT_EQ(KeyHeadSeqs(q, "k", KeyPosition{kBase + seconds(1), 0, 3}), std::vector<int64_t>{});
+  EXPECT_THAT(store_->CountKeyPending(q, "k", KeyPosition::Before(kBase, 0, 4)),
+              test::IsOkAndHolds(3));
+  EXPECT_THAT(store_->CountKeyPending(q, "k", KeyPosition{kBase + seconds(1), 0, 3}),
+              test::IsOkAndHolds(0));
+  // Of another key or queue: none.
+  EXPECT_TRUE(KeyHeadSeqs(q, "K").empty());
+  EXPECT_TRUE(KeyHeadSeqs(Queue("other"), "k").empty());
+}
+
+// One (queue, key) per keyed task waiting to retry: scheduled with
+// attempt > 0. Not the ones waiting to start, running or finished, nor
+// unkeyed ones.
+TEST_P(StoreConformanceTest, LoadKeyRetriesNamesEachKeyedTaskWaitingToRetry) {
+  const int64_t a = Queue("a");
+  const int64_t b = Queue("b");
+  auto task = [&](int64_t seq, int64_t qid, TaskState state, std::optional<std::string> key,
+                  int attempt) {
+    TaskRow r = Row(seq, qid, state,
+                    state == TaskState::kDead ? std::nullopt : std::optional<Timestamp>(kNow));
+    r.key = std::move(key);
+    r.attempt = attempt;
+    InsertCommitted(r);
+  };
+  Result<std::vector<std::pair<int64_t, std::string>>> none = store_->LoadKeyRetries();
+  ASSERT_THAT(none, IsOk());
+  EXPECT_TRUE(none->empty());
+  task(1, a, TaskState::kScheduled, "k", 1);
+  task(2, a, TaskState::kScheduled, "k", 3);
+  task(3, b, TaskState::kScheduled, "k", 2);
+  task(4, a, TaskState::kScheduled, "j", 1);
+  task(5, a, TaskState::kScheduled, "k", 0);           // waits to start
+  task(6, a, TaskState::kRunning, "k", 2);             // running
+  task(7, a, TaskState::kDead, "k", 25);               // finished
+  task(8, a, TaskState::kScheduled, std::nullopt, 4);  // no key
+  Result<std::vector<std::pair<int64_t, std::string>>> retries = store_->LoadKeyRetries();
+  ASSERT_THAT(retries, IsOk());
+  std::vector<std::pair<int64_t, std::string>> got = *retries;
+  std::sort(got.begin(), got.end());
+  std::vector<std::pair<int64_t, std::string>> want = {{a, "j"}, {a, "k"}, {a, "k"}, {b, "k"}};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  // Claimed again: no longer waiting.
+  Committed([&] { ASSERT_THAT(store_->MarkRunningMany({1, 3, 4}, kNow, 2, kNow), IsOk()); });
+  EXPECT_THAT(store_->LoadKeyRetries(),
+              test::IsOkAndHolds(std::vector<std::pair<int64_t, std::string>>{{a, "k"}}));
+}
+
 // --- keyed locks -------------------------------------------------------------------
+
+TEST_P(StoreConformanceTest, LocksAreSavedReplacedAndDeleted) {
+  using Lock = std::tuple<std::string, uint64_t, std::string, Timestamp>;
+  auto locks = [&] {
+    std::vector<Lock> out;
+    Result<std::vector<LockRow>> rows = store_->LoadLocks();
+    EXPECT_THAT(rows, IsOk());
+    if (rows.ok()) {
+      for (const LockRow& r : *rows) out.emplace_back(r.key, r.token, r.owner, r.expires);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_TRUE(locks().empty());
+  Committed([&] {
+    ASSERT_THAT(store_->SaveLock({"a", 1, "worker-1", kNow + seconds(30)}), IsOk());
+    ASSERT_THAT(store_->SaveLock({"b", 2, "worker-2", kNow + Duration(40'000'001)}), IsOk());
+  });
+  EXPECT_EQ(locks(), (std::vector<Lock>{{"a", 1, "worker-1", kNow + seconds(30)},
+                                        {"b", 2, "worker-2", kNow + Duration(40'000'001)}}));
+  // Granted anew (or extended): the row of its key is replaced.
+  Committed([&] {
+    ASSERT_THAT(store_->SaveLock({"a", 3, "worker-3", kNow + seconds(50)}), IsOk());
+    ASSERT_THAT(store_->DeleteLock("b"), IsOk());
+    ASSERT_THAT(store_->DeleteLock("never-held"), IsOk());
+  });
+  EXPECT_EQ(locks(), (std::vector<Lock>{{"a", 3, "worker-3", kNow + seconds(50)}}));
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->SaveLock({"c", 4, "worker-4", kNow}), IsOk());
+  ASSERT_THAT(store_->DeleteLock("a"), IsOk());
+  store_->Rollback();
+  Reopen();
+  EXPECT_EQ(locks(), (std::vector<Lock>{{"a", 3, "worker-3", kNow + seconds(50)}}));
+}
 
 // --- schedules ---------------------------------------------------------------------
 
@@ -1025,6 +1420,62 @@ TEST_P(StoreConformanceTest, SchedulesSaveAndReadEveryColumn) {
   EXPECT_EQ((*by_sid)->name, "nightly");
 }
 
+// SaveSchedule writes every column, unset ones included.
+TEST_P(StoreConformanceTest, SaveScheduleClearsWhatIsUnset) {
+  const int64_t q = Queue("q");
+  ScheduleRow r = NewSchedule("nightly", q);
+  r.current_seq = 41;
+  r.cursor = kNow + seconds(1);
+  r.next_at = kNow + seconds(2);
+  r.claimed_at = kNow + seconds(3);
+  r.last_task = "nightly@x";
+  r.last_for = kNow + seconds(4);
+  r.last_state = TaskState::kSucceeded;
+  r.last_finished = kNow + seconds(5);
+  r.last_error = "boom";
+  Committed([&] {
+    Result<std::optional<int64_t>> sid = store_->InsertSchedule(r);
+    ASSERT_THAT(sid, IsOk());
+    ASSERT_TRUE(sid->has_value());
+    r.sid = **sid;
+  });
+  Result<std::optional<ScheduleRow>> inserted = store_->FindSchedule(r.sid);
+  ASSERT_THAT(inserted, IsOk());
+  ASSERT_TRUE(inserted->has_value());
+  EXPECT_EQ((*inserted)->last_state, TaskState::kSucceeded);
+  EXPECT_EQ((*inserted)->next_at, r.next_at);
+
+  ScheduleRow cleared = NewSchedule("renamed", Queue("other"));
+  cleared.sid = r.sid;
+  cleared.spec = R"({"v":2})";
+  cleared.created = kNow - seconds(1);
+  Committed([&] { ASSERT_THAT(store_->SaveSchedule(cleared), IsOk()); });
+  Result<std::optional<ScheduleRow>> got = store_->FindSchedule(r.sid);
+  ASSERT_THAT(got, IsOk());
+  ASSERT_TRUE(got->has_value());
+  const ScheduleRow& g = **got;
+  EXPECT_EQ(g.name, "renamed");
+  EXPECT_EQ(g.qid, cleared.qid);
+  EXPECT_EQ(g.spec, cleared.spec);
+  EXPECT_FALSE(g.paused);
+  EXPECT_FALSE(g.current_seq.has_value());
+  EXPECT_FALSE(g.cursor.has_value());
+  EXPECT_FALSE(g.next_at.has_value());
+  EXPECT_FALSE(g.claimed_at.has_value());
+  EXPECT_EQ(g.runs, 0);
+  EXPECT_EQ(g.skipped, 0);
+  EXPECT_FALSE(g.last_task.has_value());
+  EXPECT_FALSE(g.last_for.has_value());
+  EXPECT_FALSE(g.last_state.has_value());
+  EXPECT_FALSE(g.last_finished.has_value());
+  EXPECT_FALSE(g.last_error.has_value());
+  EXPECT_EQ(g.created, kNow - seconds(1));
+  // Found by its new name only; no longer due.
+  EXPECT_FALSE(store_->FindScheduleByName("nightly")->has_value());
+  EXPECT_TRUE(store_->FindScheduleByName("renamed")->has_value());
+  EXPECT_TRUE(store_->SchedulesDueBefore(kNow + hours(1), 0, 10)->empty());
+}
+
 TEST_P(StoreConformanceTest, DeletedScheduleIdsAreNeverReused) {
   const int64_t q = Queue("q");
   ASSERT_TRUE(store_->Begin().ok());
@@ -1035,6 +1486,17 @@ TEST_P(StoreConformanceTest, DeletedScheduleIdsAreNeverReused) {
   ASSERT_TRUE(store_->Commit().ok());
   // An occurrence of the deleted schedule must not be taken for one of the new.
   EXPECT_GT(second, first);
+}
+
+TEST_P(StoreConformanceTest, MissingSchedulesAreNotFound) {
+  Result<std::optional<ScheduleRow>> by_sid = store_->FindSchedule(404);
+  ASSERT_THAT(by_sid, IsOk());
+  EXPECT_FALSE(by_sid->has_value());
+  Result<std::optional<ScheduleRow>> by_name = store_->FindScheduleByName("nope");
+  ASSERT_THAT(by_name, IsOk());
+  EXPECT_FALSE(by_name->has_value());
+  // Deleting a missing schedule is not an error.
+  Committed([&] { EXPECT_THAT(store_->DeleteSchedule(404), IsOk()); });
 }
 
 TEST_P(StoreConformanceTest, SchedulesDueBeforeAndListing) {
@@ -1067,6 +1529,36 @@ TEST_P(StoreConformanceTest, SchedulesDueBeforeAndListing) {
   EXPECT_EQ(names(store_->ListSchedules(std::nullopt, "b", 1)), std::vector<std::string>{"c"});
   EXPECT_EQ(names(store_->ListSchedules(q, "", 10)), (std::vector<std::string>{"a", "b", "d"}));
   ASSERT_TRUE(store_->Commit().ok());
+}
+
+// "Before" is strict; a schedule without an unclaimed occurrence (next_at
+// unset) is never due; listing one queue pages by name too.
+TEST_P(StoreConformanceTest, SchedulesDueBeforeIsStrictAndListingPagesWithinAQueue) {
+  const int64_t q = Queue("q");
+  const int64_t other = Queue("other");
+  auto names = [](const Result<std::vector<ScheduleRow>>& r) {
+    std::vector<std::string> out;
+    EXPECT_THAT(r, IsOk());
+    if (r.ok()) {
+      for (const ScheduleRow& s : *r) out.push_back(s.name);
+    }
+    return out;
+  };
+  Committed([&] {
+    for (const std::string name : {"e", "a", "d", "b", "c"}) {
+      ScheduleRow r = NewSchedule(name, name == "b" ? other : q);
+      if (name != "c") r.next_at = kNow + (name == "e" ? seconds(0) : -seconds(1));
+      ASSERT_THAT(store_->InsertSchedule(r), IsOk());
+    }
+  });
+  EXPECT_EQ(names(store_->SchedulesDueBefore(kNow, 0, 10)),
+            (std::vector<std::string>{"a", "d", "b"}));
+  EXPECT_EQ(names(store_->SchedulesDueBefore(kNow + Duration(1), 0, 10)),
+            (std::vector<std::string>{"e", "a", "d", "b"}));
+  EXPECT_EQ(names(store_->ListSchedules(q, "a", 2)), (std::vector<std::string>{"c", "d"}));
+  EXPECT_EQ(names(store_->ListSchedules(q, "d", 2)), std::vector<std::string>{"e"});
+  EXPECT_EQ(names(store_->ListSchedules(other, "", 10)), std::vector<std::string>{"b"});
+  EXPECT_EQ(names(store_->ListSchedules(Queue("empty"), "", 10)), std::vector<std::string>{});
 }
 
 // --- readers -----------------------------------------------------------------------
@@ -1112,6 +1604,69 @@ TEST_P(StoreConformanceTest, ReaderDoesNotSeeUncommittedUpdates) {
   std::optional<Store::ReadRow> after = Read(10);
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->row.state, TaskState::kRunning);
+}
+
+// Readers run on any thread while the writer works, and see committed states
+// only. The writer holds each transaction open until a read has started
+// after its uncommitted write.
+TEST_P(StoreConformanceTest, ReadersOnAnotherThreadSeeOnlyCommittedStates) {
+  const int64_t q = Queue("q");
+  TaskRow row = Scheduled(1, q, kNow);
+  row.name = "watched";
+  row.payload = "0";
+  InsertCommitted(row);
+
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0};
+  std::atomic<int> uncommitted_seen{0};
+  std::atomic<int> went_back{0};
+  std::atomic<int> errors{0};
+  std::thread reader([&] {
+    int last = 0;
+    for (int i = 0; !done.load(); ++i) {
+      std::optional<std::string> payload;
+      if (i % 3 == 0) {
+        Result<std::optional<Store::ReadRow>> r = store_->ReadBySeq(1);
+        if (r.ok() && r->has_value()) payload = (*r)->row.payload;
+      } else if (i % 3 == 1) {
+        Result<std::optional<Store::ReadRow>> r = store_->ReadByName("watched");
+        if (r.ok() && r->has_value()) payload = (*r)->row.payload;
+      } else {
+        Result<std::vector<Store::ReadRow>> r = store_->List({.queue = "q"});
+        if (r.ok() && r->size() == 1) payload = (*r)[0].row.payload;
+      }
+      if (!payload) {
+        ++errors;
+      } else if (*payload == "\"uncommitted\"") {
+        ++uncommitted_seen;
+      } else {
+        const int v = std::stoi(*payload);
+        if (v < last) ++went_back;
+        last = v;
+      }
+      ++reads;
+    }
+  });
+  // No ASSERT until the reader is joined: returning would leave it running.
+  for (int i = 1; i <= 100; ++i) {
+    EXPECT_THAT(store_->Begin(), IsOk());
+    EXPECT_THAT(store_->SetPayload(1, "\"uncommitted\""), IsOk());
+    const int before = reads.load();
+    // Two more reads: the second started after the write.
+    const bool read = test::Eventually([&] { return reads.load() >= before + 2; },
+                                       "a read while a transaction is open");
+    EXPECT_TRUE(read);
+    EXPECT_THAT(store_->SetPayload(1, std::to_string(i)), IsOk());
+    const Status committed = store_->Commit();
+    EXPECT_THAT(committed, IsOk());
+    if (!read || !committed.ok()) break;
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(uncommitted_seen.load(), 0);
+  EXPECT_EQ(went_back.load(), 0);
+  EXPECT_EQ(Read(1)->row.payload, "100");
 }
 
 TEST_P(StoreConformanceTest, ListByStateOrdersByDueBucketThenSeq) {
@@ -1208,9 +1763,26 @@ TEST_P(StoreConformanceTest, ListEmptyState) {
   EXPECT_TRUE(ListSeqs(q).empty());
 }
 
+TEST_P(StoreConformanceTest, ListFiltersByKey) {
+  ASSERT_NO_FATAL_FAILURE(AddListRows());
+  Store::ListQuery q;
+  q.key = "k";
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{2, 4}));
+  q.state = TaskState::kScheduled;
+  EXPECT_EQ(ListSeqs(q), (std::vector<int64_t>{2, 4}));
+  q.queue = "a";
+  EXPECT_EQ(ListSeqs(q), std::vector<int64_t>{4});
+  q.queue.reset();
+  q.state = TaskState::kDead;
+  EXPECT_TRUE(ListSeqs(q).empty());
+  q.state.reset();
+  q.key = "none";
+  EXPECT_TRUE(ListSeqs(q).empty());
+}
+
 // Another store is one more line: INSTANTIATE_TEST_SUITE_P(Postgres, ...).
-INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformanceTest, ::testing::Values(test::SqliteStoreFactory()),
-                         test::StoreFactoryName);
+INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformanceTest,
+                         ::testing::Values(test::SqliteStoreFactory()), test::StoreFactoryName);
 
 }  // namespace
 }  // namespace chronoq
