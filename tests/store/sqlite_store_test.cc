@@ -28,6 +28,7 @@ namespace {
 using std::chrono::seconds;
 using test::ExecRaw;
 using test::kBase;
+using test::KeyedScheduled;
 using test::kNow;
 using test::QueryText;
 using test::Scheduled;
@@ -70,12 +71,7 @@ TEST_F(SqliteStoreTest, ASecondWriterOnTheSameFileIsRefusedUntilTheFirstCloses) 
 // interface shows of it is stated in store_conformance_test.cc.)
 TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
   const int64_t q = Queue("q");
-  auto keyed = [&](int64_t seq, Timestamp due) {
-    TaskRow r = Scheduled(seq, q, due);
-    r.key = "k";
-    return r;
-  };
-  for (int64_t seq = 1; seq <= 5; ++seq) InsertCommitted(keyed(seq, kBase));
+  for (int64_t seq = 1; seq <= 5; ++seq) InsertCommitted(KeyedScheduled(seq, q, kBase));
   auto saved = [&] {
     return QueryText(path_,
                      "SELECT seq FROM key_cursors WHERE qid=" + std::to_string(q) + " AND key='k'");
@@ -111,7 +107,7 @@ TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
   EXPECT_EQ(saved(), "3");
 
   // A task enqueued earlier in the line moves the cursor back.
-  InsertCommitted(keyed(6, kBase - seconds(1)));
+  InsertCommitted(KeyedScheduled(6, q, kBase - seconds(1)));
   EXPECT_EQ(saved(), "5");  // just before seq 6, at its earlier due
   EXPECT_EQ(head(), 6);
   start({6});

@@ -38,6 +38,7 @@ using test::IsOk;
 using test::kB0;
 using test::kBase;
 using test::kBucket;
+using test::KeyedScheduled;
 using test::kNow;
 using test::NewSchedule;
 using test::Row;
@@ -1188,12 +1189,7 @@ TEST_P(StoreConformanceTest, KeyedTasksWaitingToStartAreFoundByKeyInOrder) {
 // answer: sqlite_store_test.cc looks at SQLite's table for those.)
 TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
   const int64_t q = Queue("q");
-  auto keyed = [&](int64_t seq, Timestamp due) {
-    TaskRow r = Scheduled(seq, q, due);
-    r.key = "k";
-    return r;
-  };
-  for (int64_t seq = 1; seq <= 5; ++seq) InsertCommitted(keyed(seq, kBase));
+  for (int64_t seq = 1; seq <= 5; ++seq) InsertCommitted(KeyedScheduled(seq, q, kBase));
   // What a search from the saved cursor finds, checked against the count.
   auto waiting = [&] {
     std::vector<int64_t> heads = KeyHeadSeqs(q, "k");
@@ -1228,7 +1224,7 @@ TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
   EXPECT_EQ(waiting(), (std::vector<int64_t>{4, 5}));
 
   // Enqueued earlier in the line than the cursor.
-  InsertCommitted(keyed(6, kBase - seconds(1)));
+  InsertCommitted(KeyedScheduled(6, q, kBase - seconds(1)));
   EXPECT_EQ(waiting(), (std::vector<int64_t>{6, 4, 5}));
   start({6});
   save(6, kBase - seconds(1));
@@ -1240,7 +1236,8 @@ TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
   move(1, TaskState::kScheduled, kBase - seconds(9), std::nullopt);
   EXPECT_EQ(waiting(), (std::vector<int64_t>{5, 4}));
   // Replaced (Overwrite) to wait earlier.
-  Committed([&] { ASSERT_THAT(store_->Overwrite(keyed(1, kBase - seconds(7))), IsOk()); });
+  Committed(
+      [&] { ASSERT_THAT(store_->Overwrite(KeyedScheduled(1, q, kBase - seconds(7))), IsOk()); });
   EXPECT_EQ(waiting(), (std::vector<int64_t>{1, 5, 4}));
   // Retried by hand: dead, then scheduled again with attempt 0.
   move(6, TaskState::kDead, std::nullopt, 25);
@@ -1260,8 +1257,8 @@ TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
     ASSERT_THAT(purged, IsOk());
     EXPECT_EQ(purged->rows, 2);
   });
-  InsertCommitted(keyed(7, kBase + hours(1)));
-  InsertCommitted(keyed(8, kBase - hours(1)));
+  InsertCommitted(KeyedScheduled(7, q, kBase + hours(1)));
+  InsertCommitted(KeyedScheduled(8, q, kBase - hours(1)));
   EXPECT_EQ(waiting(), (std::vector<int64_t>{8, 7}));
 }
 
@@ -1270,9 +1267,7 @@ TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
 TEST_P(StoreConformanceTest, KeyHeadsAfterAPlaceStartRightAfterIt) {
   const int64_t q = Queue("q");
   for (int64_t seq = 1; seq <= 4; ++seq) {
-    TaskRow r = Scheduled(seq, q, kBase + seconds(seq % 2));  // 2 and 4, then 1 and 3
-    r.key = "k";
-    InsertCommitted(r);
+    InsertCommitted(KeyedScheduled(seq, q, kBase + seconds(seq % 2)));  // 2 and 4, then 1 and 3
   }
   Committed([&] {
     ASSERT_THAT(store_->SaveKeyCursor(q, "k", KeyPosition{kBase - seconds(1), 0, 0}), IsOk());

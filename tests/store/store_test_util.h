@@ -40,6 +40,14 @@ inline TaskRow Scheduled(int64_t seq, int64_t qid, Timestamp due) {
   return Row(seq, qid, TaskState::kScheduled, due);
 }
 
+// Scheduled, of key `key`: waiting to start (attempt 0).
+inline TaskRow KeyedScheduled(int64_t seq, int64_t qid, Timestamp due,
+                              const std::string& key = "k") {
+  TaskRow r = Scheduled(seq, qid, due);
+  r.key = key;
+  return r;
+}
+
 // Every column but `response`, which only SetResponse writes (Insert and
 // Overwrite leave it alone).
 inline void ExpectSameRow(const TaskRow& got, const TaskRow& want) {
