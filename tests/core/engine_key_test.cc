@@ -80,11 +80,17 @@ class EngineKeyTest : public EngineFixture {
       AckAll(got);
     }
   }
+};
+
+// The tests that also look at where SQLite keeps the key cursors (raw SQL
+// on its file), so they run on SQLite.
+class EngineKeySqliteTest : public test::SqliteOnly<EngineKeyTest> {
+ protected:
   // Tasks waiting to start that lie at or before their key's saved cursor,
   // where a read from the cursor would never find them: must be none.
   int64_t HiddenByCursors() {
     return std::stoll(test::QueryText(
-        Options().store,
+        SqlitePath(),
         "SELECT count(*) FROM tasks t JOIN key_cursors c ON t.qid = c.qid AND t.key = c.key"
         " WHERE t.state = 0 AND t.attempt = 0"
         " AND (t.korder, t.prio, t.seq) <= (c.korder, c.prio, c.seq)"));
@@ -380,9 +386,9 @@ TEST_F(EngineKeyTest, KeysBeyondTheLookaheadComeIntoMemoryInOrder) {
 // its cursor (store.h): saved as its tasks start and when it is forgotten, so
 // that after a restart the search skips what started before; moved back by a
 // task enqueued earlier in the line.
-TEST_F(EngineKeyTest, AKeysCursorIsSavedAndServesAfterARestart) {
+TEST_F(EngineKeySqliteTest, AKeysCursorIsSavedAndServesAfterARestart) {
   for (int i = 0; i < 150; ++i) AddKeyed("k", "t" + std::to_string(i));
-  const std::string db = Options().store;
+  const std::string db = SqlitePath();
   auto saved = [&] { return test::QueryText(db, "SELECT seq FROM key_cursors WHERE key='k'"); };
   auto seq_of = [&](const std::string& id) {
     return test::QueryText(db, "SELECT seq FROM tasks WHERE name='" + id + "'");
@@ -433,7 +439,7 @@ TEST_F(EngineKeyTest, AKeysCursorIsSavedAndServesAfterARestart) {
 
 // The tasks read ahead of a key's head stay exactly its next ones as tasks
 // arrive among them, before them and after them, and leave.
-TEST_F(EngineKeyTest, TasksReadAheadStayInLineAsTasksComeAndGo) {
+TEST_F(EngineKeySqliteTest, TasksReadAheadStayInLineAsTasksComeAndGo) {
   const Timestamp base = clock_.Now() - 100s;
   for (int i = 0; i < 20; ++i) AddAt("k", "t" + std::to_string(i), base + i * 1s);
   std::vector<Lease> got = ClaimAll();
@@ -455,7 +461,7 @@ TEST_F(EngineKeyTest, TasksReadAheadStayInLineAsTasksComeAndGo) {
 // A key read after a restart has no cursor in memory (its reads start from
 // the saved one): a task arriving behind its head must not give it one past
 // the tasks in between.
-TEST_F(EngineKeyTest, ATaskArrivingBehindTheHeadAfterARestartSkipsNothing) {
+TEST_F(EngineKeySqliteTest, ATaskArrivingBehindTheHeadAfterARestartSkipsNothing) {
   // Due in two hours: beyond what the window loads, so only the key's own
   // read (at the restart, for t0's place) knows them.
   const Timestamp base = clock_.Now() + 2h;
@@ -477,7 +483,7 @@ TEST_F(EngineKeyTest, ATaskArrivingBehindTheHeadAfterARestartSkipsNothing) {
 // A key forgotten in the middle of an operation whose task then arrives
 // before the key's cursor: the cursor saved at the end of the cycle is
 // before it, so a read after a restart finds it.
-TEST_F(EngineKeyTest, ACursorSavedAsAKeyIsForgottenStaysBeforeItsTasks) {
+TEST_F(EngineKeySqliteTest, ACursorSavedAsAKeyIsForgottenStaysBeforeItsTasks) {
   const Timestamp base = clock_.Now() - 10s;
   AddAt("k", "k0", base);
   AddAt("k", "k1", base + 5s);

@@ -691,7 +691,10 @@ TEST_F(EngineQueueTest, StatsCountOperationsSharingACommit) {
 
 // --- a database of schema version 1 ---------------------------------------------------
 
-TEST_F(EngineQueueTest, ASchema1DatabaseOpensWithItsCounts) {
+// Written with raw SQL: SQLite only.
+using EngineQueueSqliteTest = test::SqliteOnly<EngineQueueTest>;
+
+TEST_F(EngineQueueSqliteTest, ASchema1DatabaseOpensWithItsCounts) {
   engine_.reset();
   EngineOptions o = Options();
   o.store = dir_.File("v1.db");

@@ -518,8 +518,11 @@ TEST_F(EngineScheduleTest, ASchedulesWebhookTargetAndTaskOptionsReachEachOccurre
 
 // Schema 7 kept targets and definitions in a JSON form of their own
 // (microseconds, headers as pairs, defaults left out); opening such a store
-// converts them to their API form, and nothing about them changes.
-TEST_F(EngineScheduleTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnchanged) {
+// converts them to their API form, and nothing about them changes. The
+// schema-7 forms are written with raw SQL: SQLite only.
+using EngineScheduleSqliteTest = test::SqliteOnly<EngineScheduleTest>;
+
+TEST_F(EngineScheduleSqliteTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnchanged) {
   ScheduleSpec spec;
   spec.name = "purge";
   spec.queue = "q";
@@ -541,7 +544,7 @@ TEST_F(EngineScheduleTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnchanged
   ASSERT_TRUE(engine_->Enqueue(hook).ok());
   const Schedule purge_before = Get("purge");
   const Schedule fixed_before = Get("fixed");
-  const std::string db = Options().store;
+  const std::string db = SqlitePath();
   engine_.reset();
 
   // What schema 7 wrote for the same three (and the purge occurrence).

@@ -68,18 +68,18 @@ void Report(int fd, const std::string& id) {
 constexpr int kFirstFd = 3;
 constexpr int kSecondFd = 4;
 
-// A child's engine on the store at `path`; exits with status 2 if it cannot open.
-std::unique_ptr<Engine> OpenOrExit(const std::string& path) {
+// A child's engine on the store URL `store`; exits with status 2 if it cannot open.
+std::unique_ptr<Engine> OpenOrExit(const std::string& store) {
   EngineOptions o;
-  o.store = path;
+  o.store = store;
   auto opened = Engine::Open(o);
   if (!opened.ok()) _exit(2);
   return std::move(*opened);
 }
 
 // The child: runs until killed. Never returns.
-[[noreturn]] void RunChild(const std::string& path, int round, int enqueued_fd, int acked_fd) {
-  const std::unique_ptr<Engine> opened = OpenOrExit(path);
+[[noreturn]] void RunChild(const std::string& store, int round, int enqueued_fd, int acked_fd) {
+  const std::unique_ptr<Engine> opened = OpenOrExit(store);
   Engine& engine = *opened;
   std::vector<std::thread> threads;
   // Single enqueues from three threads.
@@ -183,7 +183,9 @@ void RunAndKill(const std::vector<std::string>& args,
 
 TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
   test::TempDir dir;
-  const std::string path = dir.File("crash.db");
+  Result<std::string> url = test::FreshStoreUrl(dir);
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  const std::string store = *url;
   std::set<std::string> enqueued, acked;
 
   for (int round = 0; round < 3; ++round) {
@@ -192,14 +194,14 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
     const size_t target = 400 + 150 * static_cast<size_t>(round);
     Reports r;
     ASSERT_NO_FATAL_FAILURE(RunAndKill(
-        {"tasks", path, std::to_string(round)},
+        {"tasks", store, std::to_string(round)},
         [&](const Reports& got) { return got.first.size() >= target; }, r));
     enqueued.insert(r.first.begin(), r.first.end());
     acked.insert(r.second.begin(), r.second.end());
 
     // Restart and count.
     EngineOptions o;
-    o.store = path;
+    o.store = store;
     auto engine = Engine::Open(o);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     size_t missing = 0, reverted = 0;
@@ -241,9 +243,9 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
 // milliseconds while a worker runs their occurrences. After each kill every
 // acknowledged schedule exists, every acknowledged run stayed succeeded, and
 // no schedule has more than its one occurrence in flight (overlap skip).
-[[noreturn]] void RunScheduleChild(const std::string& path, int round, int created_fd,
+[[noreturn]] void RunScheduleChild(const std::string& store, int round, int created_fd,
                                    int acked_fd) {
-  const std::unique_ptr<Engine> opened = OpenOrExit(path);
+  const std::unique_ptr<Engine> opened = OpenOrExit(store);
   Engine& engine = *opened;
   std::thread creator([&] {
     for (int n = 0;; ++n) {
@@ -262,14 +264,16 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
 
 TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
   test::TempDir dir;
-  const std::string path = dir.File("schedules.db");
+  Result<std::string> url = test::FreshStoreUrl(dir);
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  const std::string store = *url;
   std::set<std::string> created, acked;
   for (int round = 0; round < 3; ++round) {
     // Kill it once it acknowledged some creations and some runs.
     const size_t target_created = 40 + 20 * static_cast<size_t>(round);
     Reports r;
     ASSERT_NO_FATAL_FAILURE(RunAndKill(
-        {"schedules", path, std::to_string(round)},
+        {"schedules", store, std::to_string(round)},
         [&](const Reports& got) {
           return got.first.size() >= target_created && got.second.size() >= 100;
         },
@@ -278,7 +282,7 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
     acked.insert(r.second.begin(), r.second.end());
 
     EngineOptions o;
-    o.store = path;
+    o.store = store;
     auto engine = Engine::Open(o);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     for (const std::string& name : created) {
@@ -322,8 +326,8 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
 // them) while other threads churn acquire+release on keys of their own; it
 // reports every grant it got acknowledged. After the kill every acknowledged
 // grant is still held, with its token, and a new grant's token is larger.
-[[noreturn]] void RunLockChild(const std::string& path, int events_fd) {
-  const std::unique_ptr<Engine> opened = OpenOrExit(path);
+[[noreturn]] void RunLockChild(const std::string& store, int events_fd) {
+  const std::unique_ptr<Engine> opened = OpenOrExit(store);
   Engine& engine = *opened;
   std::vector<std::thread> threads;
   threads.emplace_back([&] {
@@ -348,14 +352,16 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
 
 TEST(CrashTest, AcknowledgedLockGrantsSurviveSigkill) {
   test::TempDir dir;
-  const std::string path = dir.File("locks.db");
+  Result<std::string> url = test::FreshStoreUrl(dir);
+  ASSERT_TRUE(url.ok()) << url.status().ToString();
+  const std::string store = *url;
   Reports r;
   ASSERT_NO_FATAL_FAILURE(RunAndKill(
-      {"locks", path, "0"}, [](const Reports& got) { return got.first.size() >= 500; }, r));
+      {"locks", store, "0"}, [](const Reports& got) { return got.first.size() >= 500; }, r));
   const std::vector<std::string>& grants = r.first;
 
   EngineOptions o;
-  o.store = path;
+  o.store = store;
   auto engine = Engine::Open(o);
   ASSERT_TRUE(engine.ok()) << engine.status().ToString();
   uint64_t largest = 0;
@@ -374,10 +380,10 @@ TEST(CrashTest, AcknowledgedLockGrantsSurviveSigkill) {
 }
 
 // The child side of RunAndKill: `--crash-child KIND PATH ROUND`.
-[[noreturn]] void RunCrashChild(const std::string& kind, const std::string& path, int round) {
-  if (kind == "tasks") RunChild(path, round, kFirstFd, kSecondFd);
-  if (kind == "schedules") RunScheduleChild(path, round, kFirstFd, kSecondFd);
-  if (kind == "locks") RunLockChild(path, kFirstFd);
+[[noreturn]] void RunCrashChild(const std::string& kind, const std::string& store, int round) {
+  if (kind == "tasks") RunChild(store, round, kFirstFd, kSecondFd);
+  if (kind == "schedules") RunScheduleChild(store, round, kFirstFd, kSecondFd);
+  if (kind == "locks") RunLockChild(store, kFirstFd);
   _exit(4);
 }
 

@@ -1,46 +1,42 @@
-// EngineFixture: an Engine on a FakeClock over a fresh SQLite file.
+// EngineFixture: an Engine on a FakeClock over a fresh, empty store, the one
+// FreshStoreUrl picks.
 #pragma once
 
-#include <atomic>
-#include <filesystem>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <gtest/gtest.h>
 
 #include "chronoq/engine.h"
+#include "chronoq/result.h"
 
 #include "support/fake_clock.h"
+#include "support/temp_dir.h"
 
 namespace chronoq::test {
 
-// A fresh, empty directory removed at destruction.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("chronoq-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
+// The file of a SQLite store in `dir`.
+inline std::string SqliteFile(const TempDir& dir) { return dir.File("chronoq.db"); }
 
- private:
-  std::filesystem::path path_;
-};
+// The store URL (EngineOptions::store) of a fresh, empty store for one test in
+// `dir`: the one place that decides which store the engine tests run on. The
+// environment variable CHRONOQ_TEST_STORE names it: unset or "sqlite", a
+// SQLite file in `dir`. No other store is supported yet.
+inline Result<std::string> FreshStoreUrl(const TempDir& dir) {
+  const char* env = std::getenv("CHRONOQ_TEST_STORE");
+  const std::string_view store = env != nullptr ? env : "";
+  if (store.empty() || store == "sqlite") return SqliteFile(dir);
+  return Status::InvalidArgument(
+      "CHRONOQ_TEST_STORE", "\"" + std::string(store) + "\" is not supported yet (known: sqlite)");
+}
 
 class EngineFixture : public ::testing::Test {
  protected:
   EngineOptions Options() {
     EngineOptions o;
-    o.store = dir_.File("chronoq.db");
+    o.store = store_url_;
     o.clock = &clock_;
     o.random_seed = 42;
     return o;
@@ -51,7 +47,14 @@ class EngineFixture : public ::testing::Test {
     engine_ = std::move(*e);
   }
   void Open() { Open(Options()); }
-  void SetUp() override { Open(); }
+  void SetUp() override {
+    if (store_url_.empty()) {
+      Result<std::string> url = FreshStoreUrl(dir_);
+      ASSERT_TRUE(url.ok()) << url.status().ToString();
+      store_url_ = *url;
+    }
+    Open();
+  }
 
   // Enqueues a task on "q" due after `delay`; fails the test on error.
   Task Add(Duration delay = Duration::zero(), std::string id = "") {
@@ -70,8 +73,24 @@ class EngineFixture : public ::testing::Test {
   }
 
   TempDir dir_;
+  // The store every engine of the test opens: FreshStoreUrl's, unless the
+  // fixture set one before SetUp (SqliteOnly).
+  std::string store_url_;
   FakeClock clock_;
   std::unique_ptr<Engine> engine_;
+};
+
+// For engine tests that read or write the SQLite file behind the engine with
+// raw SQL (SQLite's tables, databases of older schema versions): they run on
+// SQLite whatever CHRONOQ_TEST_STORE says, and the fixture's name says so:
+//
+//   using EngineQueueSqliteTest = test::SqliteOnly<EngineQueueTest>;
+template <typename Fixture>
+class SqliteOnly : public Fixture {
+ protected:
+  SqliteOnly() { this->store_url_ = SqlitePath(); }
+  // The SQLite file of the test's engines.
+  std::string SqlitePath() const { return SqliteFile(this->dir_); }
 };
 
 }  // namespace chronoq::test

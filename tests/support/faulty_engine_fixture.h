@@ -1,15 +1,16 @@
 // FaultyEngineFixture: a test fixture whose engine runs over a FaultyStore
 // (on the fake clock), so a test can make the next commits or claims fail.
-// Start() (re)opens the engine on the same database, like a restart.
+// Start() (re)opens the engine on the same store, like a restart.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include <gtest/gtest.h>
 
 #include "chronoq/engine.h"
 
-#include "store/sqlite/sqlite_store.h"
+#include "engine/store_url.h"
 #include "support/engine_fixture.h"
 #include "support/faulty_store.h"
 
@@ -17,10 +18,15 @@ namespace chronoq::test {
 
 class FaultyEngineFixture : public ::testing::Test {
  protected:
-  void SetUp() override { Start(); }
+  void SetUp() override {
+    Result<std::string> url = FreshStoreUrl(dir_);
+    ASSERT_TRUE(url.ok()) << url.status().ToString();
+    store_url_ = *url;
+    Start();
+  }
   void Start() {
     engine_.reset();
-    auto inner = OpenSqliteStore({.path = dir_.File("chronoq.db")});
+    auto inner = OpenStoreUrl(store_url_);
     ASSERT_TRUE(inner.ok()) << inner.status().ToString();
     auto faulty = std::make_unique<FaultyStore>(std::move(*inner));
     store_ = faulty.get();
@@ -33,6 +39,7 @@ class FaultyEngineFixture : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::string store_url_;  // FreshStoreUrl's
   FakeClock clock_;
   FaultyStore* store_ = nullptr;  // owned by engine_
   std::unique_ptr<Engine> engine_;

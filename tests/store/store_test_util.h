@@ -1,0 +1,148 @@
+// What the store tests share: an instant and its due buckets, rows to write,
+// and helpers over an open store that fail the test on an error. Used by the
+// conformance suite (every store) and by each store's own tests.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "store/store.h"
+
+namespace chronoq::test {
+
+// 2026-11-22T00:00:00Z.
+inline constexpr Timestamp kNow = Timestamp(std::chrono::seconds(1'795'305'600));
+// Due buckets (store.h): kBase starts the bucket holding kNow; kBucket is one
+// bucket long, kB0 its number.
+inline constexpr int64_t kB0 = DueBucket(kNow);
+inline constexpr Timestamp kBase = BucketStart(kB0);
+inline constexpr Duration kBucket = Duration(int64_t{1} << kDueBucketShift);
+
+inline TaskRow Row(int64_t seq, int64_t qid, TaskState state, std::optional<Timestamp> due) {
+  TaskRow r;
+  r.seq = seq;
+  r.qid = qid;
+  r.state = state;
+  r.due = due;
+  r.max_attempts = 25;
+  r.payload = R"({"n":)" + std::to_string(seq) + "}";
+  r.updated = kNow;
+  return r;
+}
+
+inline TaskRow Scheduled(int64_t seq, int64_t qid, Timestamp due) {
+  return Row(seq, qid, TaskState::kScheduled, due);
+}
+
+// Scheduled, of key `key`: waiting to start (attempt 0).
+inline TaskRow KeyedScheduled(int64_t seq, int64_t qid, Timestamp due,
+                              const std::string& key = "k") {
+  TaskRow r = Scheduled(seq, qid, due);
+  r.key = key;
+  return r;
+}
+
+// Every column but `response`, which only SetResponse writes (Insert and
+// Overwrite leave it alone).
+inline void ExpectSameRow(const TaskRow& got, const TaskRow& want) {
+  EXPECT_EQ(got.seq, want.seq);
+  EXPECT_EQ(got.name, want.name);
+  EXPECT_EQ(got.qid, want.qid);
+  EXPECT_EQ(got.state, want.state);
+  EXPECT_EQ(got.due, want.due);
+  EXPECT_EQ(got.priority, want.priority);
+  EXPECT_EQ(got.attempt, want.attempt);
+  EXPECT_EQ(got.max_attempts, want.max_attempts);
+  EXPECT_EQ(got.payload, want.payload);
+  EXPECT_EQ(got.run_at, want.run_at);
+  EXPECT_EQ(got.token, want.token);
+  EXPECT_EQ(got.last_error, want.last_error);
+  EXPECT_EQ(got.updated, want.updated);
+  EXPECT_EQ(got.backoff_base, want.backoff_base);
+  EXPECT_EQ(got.backoff_cap, want.backoff_cap);
+  EXPECT_EQ(got.target, want.target);
+  EXPECT_EQ(got.sid, want.sid);
+  EXPECT_EQ(got.key, want.key);
+}
+
+// A row with every optional column set (but `response`).
+inline TaskRow FullRow(int64_t seq, int64_t qid) {
+  TaskRow r = Row(seq, qid, TaskState::kScheduled, kNow + std::chrono::seconds(30));
+  r.name = "share:42";
+  r.priority = -3;
+  r.attempt = 2;
+  r.max_attempts = 7;
+  r.payload = R"({"to":"a@example.com","body":"caf\u00e9"})";
+  r.run_at = kNow - std::chrono::seconds(5);
+  r.token = 123456789012ull;
+  r.last_error = "smtp: 451 try again";
+  r.updated = kNow + Duration(17);
+  r.backoff_base = std::chrono::milliseconds(250);
+  r.backoff_cap = std::chrono::minutes(10);
+  r.target = R"({"url":"https://example.com/hook"})";
+  r.sid = 12;
+  r.key = "customer:7";
+  return r;
+}
+
+inline ScheduleRow NewSchedule(const std::string& name, int64_t qid) {
+  ScheduleRow r;
+  r.name = name;
+  r.qid = qid;
+  r.spec = R"({"name":")" + name + R"("})";
+  r.created = kNow;
+  r.updated = kNow;
+  return r;
+}
+
+// Helpers over store_, which the fixture deriving from this opens.
+class StoreHelpers {
+ protected:
+  int64_t Queue(const std::string& name) {
+    Result<int64_t> qid = store_->QueueId(name);
+    EXPECT_TRUE(qid.ok()) << qid.status().ToString();
+    return qid.ok() ? *qid : -1;
+  }
+
+  // Inserts `row` in its own transaction.
+  void InsertCommitted(const TaskRow& row) {
+    ASSERT_TRUE(store_->Begin().ok());
+    Result<bool> inserted = store_->Insert(row);
+    ASSERT_TRUE(inserted.ok()) << inserted.status().ToString();
+    ASSERT_TRUE(*inserted) << "seq " << row.seq;
+    ASSERT_TRUE(store_->Commit().ok());
+  }
+
+  std::optional<TaskRow> Find(int64_t seq) {
+    Result<std::optional<TaskRow>> r = store_->FindBySeq(seq);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::nullopt;
+  }
+
+  std::optional<Store::ReadRow> Read(int64_t seq) {
+    Result<std::optional<Store::ReadRow>> r = store_->ReadBySeq(seq);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::nullopt;
+  }
+
+  // The seqs of a List page.
+  std::vector<int64_t> ListSeqs(const Store::ListQuery& q) {
+    Result<std::vector<Store::ReadRow>> r = store_->List(q);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<int64_t> out;
+    if (r.ok()) {
+      for (const Store::ReadRow& row : *r) out.push_back(row.row.seq);
+    }
+    return out;
+  }
+
+  std::unique_ptr<Store> store_;
+};
+
+}  // namespace chronoq::test
