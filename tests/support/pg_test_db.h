@@ -11,7 +11,6 @@
 #pragma once
 
 #include <atomic>
-#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -80,7 +79,12 @@ class PgTestDatabase {
       if (std::string(o->keyword) == "user") user = o->val;
     }
     PQconninfoFree(options);
-    std::string url = "postgresql://" + user + "@/" + name_ + "?host=" + Encoded(host);
+    // libpq splits a URL's parameters at & and = and decodes %: a cluster
+    // in a directory with those in its name needs a conninfo, not a URL.
+    if (host.find_first_of("%&=#?") != std::string::npos) {
+      ADD_FAILURE() << "the test cluster's directory " << host << " cannot go in a URL as it is";
+    }
+    std::string url = "postgresql://" + user + "@/" + name_ + "?host=" + host;
     if (!port.empty()) url += "&port=" + port;
     return url;
   }
@@ -112,23 +116,6 @@ class PgTestDatabase {
   }
 
  private:
-  // Percent-encodes what a URL query value may not hold as is.
-  static std::string Encoded(const std::string& text) {
-    static constexpr char kHex[] = "0123456789ABCDEF";
-    std::string out;
-    for (const char c : text) {
-      const auto b = static_cast<unsigned char>(c);
-      if (std::isalnum(b) != 0 || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
-        out += c;
-      } else {
-        out += '%';
-        out += kHex[b >> 4];
-        out += kHex[b & 15];
-      }
-    }
-    return out;
-  }
-
   struct Connection {
     explicit Connection(const std::string& conninfo) : conn(PQconnectdb(conninfo.c_str())) {
       if (PQstatus(conn) != CONNECTION_OK) {
