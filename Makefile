@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release-config release run demo test asan tsan-build tsan stress bench format format-check lint clean
+.PHONY: deps release-config release run run-postgres demo test asan tsan-build tsan stress bench format format-check lint clean
 
 deps:
 	@scripts/install-deps.sh
@@ -20,6 +20,16 @@ release: release-config
 run: release-config
 	cmake --build build/release -j $(JOBS) --target chronoqd chronoq_cli_main
 	./build/release/src/server/chronoqd --data ./data --listen 127.0.0.1:7070
+
+# chronoqd on PostgreSQL: a throwaway cluster in ./data/pg (scripts/pg-cluster.sh),
+# chronoqd on it in the foreground at 127.0.0.1:7070. Ctrl-C stops chronoqd,
+# then the cluster, and removes ./data/pg with everything in it.
+run-postgres: release-config
+	cmake --build build/release -j $(JOBS) --target chronoqd chronoq_cli_main
+	scripts/pg-cluster.sh start ./data/pg
+	trap : INT TERM; \
+	  ./build/release/src/server/chronoqd --store "$$(cat ./data/pg/url)" --listen 127.0.0.1:7070; \
+	  scripts/pg-cluster.sh stop ./data/pg
 
 # The embedded engine's demo (no server), on ./data/demo.
 demo: release-config

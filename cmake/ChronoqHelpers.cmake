@@ -25,13 +25,20 @@ if(CHRONOQ_SANITIZE)
   target_link_options(chronoq_sanitizers INTERFACE -fsanitize=${_san})
 endif()
 
+# The throwaway PostgreSQL cluster of the tests (scripts/pg-cluster.sh): ctest
+# starts it in this directory before the first test that needs it (fixture
+# `postgres`) and stops it after the last, even when tests fail.
+set(CHRONOQ_TEST_PG_DIR ${CMAKE_BINARY_DIR}/pg-test)
+
 # chronoq_add_test(NAME name SRCS a.cc ... [DEPS libs ...] [LABELS l ...]
-#                  [TIMEOUT seconds] [NO_MAIN])
+#                  [TIMEOUT seconds] [NO_MAIN] [POSTGRES])
 # Every test case gets a ctest timeout (default 60 s, a few times the slowest
 # case's normal time under ASan), so a hang fails fast and by name. NO_MAIN:
 # the test brings its own main() (it links gmock without gmock_main).
+# POSTGRES: every case requires the `postgres` fixture and finds the cluster's
+# conninfo file through $CHRONOQ_TEST_PG (tests/support/pg_test_db.h); label pg.
 function(chronoq_add_test)
-  cmake_parse_arguments(T "NO_MAIN" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "NO_MAIN;POSTGRES" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 60)
   endif()
@@ -51,6 +58,11 @@ function(chronoq_add_test)
       $<$<CONFIG:Release,RelWithDebInfo,MinSizeRel>:-Wno-restrict -Wno-maybe-uninitialized>)
   endif()
   set(_properties TIMEOUT ${T_TIMEOUT})
+  if(T_POSTGRES)
+    list(APPEND T_LABELS pg)
+    list(APPEND _properties FIXTURES_REQUIRED postgres
+      ENVIRONMENT CHRONOQ_TEST_PG=${CHRONOQ_TEST_PG_DIR}/conninfo)
+  endif()
   if(T_LABELS)
     list(APPEND _properties LABELS "${T_LABELS}")
   endif()

@@ -8,6 +8,9 @@ packages=(
   libsqlite3-dev nlohmann-json3-dev libhowardhinnant-date-dev tzdata
   libspdlog-dev libfmt-dev libcli11-dev libboost-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The PostgreSQL store: libpq to build it, the server (15) to test it
+  # (scripts/pg-cluster.sh starts throwaway clusters).
+  libpq-dev postgresql
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.
 if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi

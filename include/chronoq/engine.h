@@ -55,6 +55,12 @@ struct EngineOptions {
   //                  "?durability=full" adds an fsync to every commit, so a
   //                  commit survives power loss too; the default, "normal",
   //                  survives a crash of the process.
+  //   "postgresql://USER@HOST:PORT/DB" (or postgres://)  a PostgreSQL
+  //                  database (docs/OPERATIONS.md). "?schema=NAME" names the
+  //                  schema chronoq creates and uses (default "chronoq"); other
+  //                  parameters are libpq's ("sslmode=require", "host=/socket/dir").
+  //                  One engine at a time per schema: a second Open fails with
+  //                  FailedPrecondition.
   // Errors name the field "store".
   std::string store;
   // Time source; must outlive the engine. nullptr: the system clock.

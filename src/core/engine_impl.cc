@@ -1,5 +1,6 @@
 #include "core/engine_impl.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <spdlog/spdlog.h>
@@ -284,11 +285,19 @@ void EngineImpl::WakeCallers() {
 void EngineImpl::Loop() {
   std::vector<Op*> batch;
   bool stopping = false;
+  // After a failed commit, time-driven work waits this long before it tries
+  // again. Work that is due stays due when the store keeps failing (a lost
+  // PostgreSQL connection, a full disk), and the loop would otherwise fail
+  // it again at once, for ever: a core busy and about 50,000 log lines a
+  // second, measured with chronoqd on a lost connection. Ops still run as
+  // soon as they arrive.
+  constexpr Duration kRetryAfterFailure = std::chrono::seconds(1);
+  Timestamp not_before = Timestamp::min();
   while (!stopping) {
     {
       MutexLock lock(mu_);
       while (pending_.empty() && !stop_) {
-        const Timestamp wake = core_.NextWake();
+        const Timestamp wake = std::max(core_.NextWake(), not_before);
         if (wake <= clock_.Now()) break;
         clock_.WaitUntil(cv_, lock.std_lock(), wake);
       }
@@ -297,13 +306,14 @@ void EngineImpl::Loop() {
     }
     // On the way out, waiting claims are answered with no tasks.
     if (stopping) core_.ReleaseParked("");
-    RunCycle(batch);
+    const bool committed = RunCycle(batch);
+    not_before = committed ? Timestamp::min() : clock_.Now() + kRetryAfterFailure;
     batch.clear();
     WakeCallers();
   }
 }
 
-void EngineImpl::RunCycle(std::vector<Op*>& batch) {
+bool EngineImpl::RunCycle(std::vector<Op*>& batch) {
   std::vector<Op*> finished;
   finished.reserve(batch.size());
   Status s = store_->Begin();
@@ -336,6 +346,7 @@ void EngineImpl::RunCycle(std::vector<Op*>& batch) {
     }
   }
   for (Op* op : finished) op->Finish(s);
+  return s.ok();
 }
 
 void EngineImpl::RecordCycle(const CycleStats& cycle, size_t ops) {

@@ -130,7 +130,9 @@ class EngineImpl final : public Engine {
   // Wakes every caller waiting for an op (see CallOp in engine_impl.cc).
   void WakeCallers();
   void Loop();
-  void RunCycle(std::vector<Op*>& batch);
+  // Runs one cycle (one transaction) and answers its ops; false when its
+  // commit failed.
+  bool RunCycle(std::vector<Op*>& batch);
   Result<std::vector<Lease>> ClaimWaiting(const std::string& queue, int max, Duration lease,
                                           Duration wait, const std::atomic<bool>* cancel);
   Result<Task> ReadTask(std::string_view id);

@@ -12,6 +12,10 @@ namespace {
 
 constexpr std::string_view kSqliteScheme = "sqlite:";
 
+bool IsPostgresScheme(std::string_view scheme) {
+  return scheme == "postgres" || scheme == "postgresql";
+}
+
 }  // namespace
 
 Result<SqliteOptions> ParseSqliteUrl(std::string_view url) {
@@ -43,18 +47,50 @@ Result<SqliteOptions> ParseSqliteUrl(std::string_view url) {
   return options;
 }
 
+Result<PostgresOptions> ParsePostgresUrl(std::string_view url) {
+  const size_t colon = url.find(':');
+  if (colon == std::string_view::npos || !IsPostgresScheme(url.substr(0, colon)) ||
+      url.substr(colon, 3) != "://") {
+    return Status::InvalidArgument("store", "a PostgreSQL URL starts with postgresql://");
+  }
+  PostgresOptions options;
+  const size_t query = url.find('?');
+  options.conninfo = std::string(url.substr(0, query));
+  std::string_view params = query == std::string_view::npos ? "" : url.substr(query + 1);
+  // Every parameter but `schema` is libpq's, passed on in its order.
+  bool schema_seen = false;
+  std::string rest;
+  while (!params.empty()) {
+    const size_t amp = params.find('&');
+    const std::string_view param = params.substr(0, amp);
+    params = amp == std::string_view::npos ? "" : params.substr(amp + 1);
+    if (param.starts_with("schema=")) {
+      if (schema_seen) return Status::InvalidArgument("store", "schema is given twice");
+      schema_seen = true;
+      options.schema = std::string(param.substr(7));
+      CHRONOQ_RETURN_IF_ERROR(ValidatePostgresSchema(options.schema));
+    } else if (!param.empty()) {
+      rest += rest.empty() ? "?" : "&";
+      rest += param;
+    }
+  }
+  options.conninfo += rest;
+  return options;
+}
+
 Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url) {
   if (url.empty()) return Status::InvalidArgument("store", "must not be empty");
   const size_t colon = url.find(':');
   const size_t slashes = url.find("://");
   if (slashes != std::string_view::npos && slashes == colon && !url.starts_with(kSqliteScheme)) {
     const std::string scheme(url.substr(0, colon));
-    if (scheme == "postgres" || scheme == "postgresql") {
-      return Status::InvalidArgument("store",
-                                     "PostgreSQL stores are not available in this build yet");
+    if (IsPostgresScheme(scheme)) {
+      CHRONOQ_ASSIGN_OR_RETURN(PostgresOptions options, ParsePostgresUrl(url));
+      return OpenPostgresStore(options);
     }
-    return Status::InvalidArgument(
-        "store", "unknown store scheme \"" + scheme + "\" (known: sqlite:PATH, or a plain path)");
+    return Status::InvalidArgument("store", "unknown store scheme \"" + scheme +
+                                                "\" (known: sqlite:PATH, a plain path, "
+                                                "postgresql://...)");
   }
   CHRONOQ_ASSIGN_OR_RETURN(SqliteOptions options, ParseSqliteUrl(url));
   return OpenSqliteStore(options);

@@ -4,6 +4,10 @@
 //   "sqlite:data/chronoq.db"                  an embedded SQLite file
 //   "data/chronoq.db"                         the same (no scheme: a path)
 //   "sqlite:data/chronoq.db?durability=full"  fsync on every commit
+//   "postgresql://user@host:5432/db"          a PostgreSQL database, schema "chronoq"
+//   "postgres://user@host/db?schema=jobs&sslmode=require"
+//                                             schema "jobs"; the other parameters
+//                                             are libpq's
 //
 // Errors are InvalidArgument naming the field "store".
 #pragma once
@@ -13,13 +17,19 @@
 
 #include "chronoq/result.h"
 
+#include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/store.h"
 
 namespace chronoq {
 
-// What a SQLite store URL says. (PostgreSQL URLs come with the PostgreSQL store.)
+// What a SQLite store URL says.
 Result<SqliteOptions> ParseSqliteUrl(std::string_view url);
+
+// What a postgres:// or postgresql:// URL says: the schema (its `schema`
+// parameter, default "chronoq") and the URL libpq gets, which is the same
+// without that parameter.
+Result<PostgresOptions> ParsePostgresUrl(std::string_view url);
 
 // Opens the store `url` names.
 Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url);

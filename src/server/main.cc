@@ -2,9 +2,12 @@
 //
 //   chronoqd [--listen 127.0.0.1:7070] [--data ./data] [--token-file FILE]
 //            [--log-format text|json] [--durability normal|full] [--threads 2]
+//            [--store postgresql://USER@HOST/DB?schema=NAME]
 //
 // Every flag has an environment equivalent (CHRONOQ_LISTEN, CHRONOQ_DATA,
-// CHRONOQ_TOKEN_FILE or CHRONOQ_TOKEN, CHRONOQ_LOG_FORMAT, ...). SIGTERM and
+// CHRONOQ_STORE, CHRONOQ_TOKEN_FILE or CHRONOQ_TOKEN, CHRONOQ_LOG_FORMAT, ...).
+// --store names the store as a URL (EngineOptions::store) and overrides
+// --data and --durability, which describe the default SQLite file. SIGTERM and
 // SIGINT stop it gracefully: no new connections, long polls answer empty,
 // requests in flight finish, commits are flushed, exit 0.
 #include <cstdio>
@@ -70,6 +73,28 @@ Status ReadTokenFile(const std::string& path, std::string& token) {
   return {};
 }
 
+// The store URL as it may be printed: without a password, whether in the
+// user part ("postgresql://user:secret@host") or a parameter ("password=").
+std::string Redacted(std::string url) {
+  const size_t scheme = url.find("://");
+  if (scheme != std::string::npos) {
+    const size_t start = scheme + 3;
+    const size_t at = url.find('@', start);
+    const size_t slash = url.find('/', start);
+    const size_t colon = url.find(':', start);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash) &&
+        colon != std::string::npos && colon < at) {
+      url.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  for (size_t p = url.find("password="); p != std::string::npos; p = url.find("password=", p)) {
+    p += 9;
+    const size_t end = url.find('&', p);
+    url.replace(p, (end == std::string::npos ? url.size() : end) - p, "***");
+  }
+  return url;
+}
+
 int Fail(const Status& s) {
   std::cerr << "chronoqd: " << s.ToString() << "\n";
   return 2;
@@ -91,7 +116,12 @@ int main(int argc, char** argv) {
   app.add_option("--listen", listen, "address to listen on (port 0: any free port)")
       ->envname("CHRONOQ_LISTEN")
       ->capture_default_str();
+  std::string store;
   app.add_option("--data", data, "data directory")->envname("CHRONOQ_DATA")->capture_default_str();
+  app.add_option("--store", store,
+                 "store URL, overriding --data and --durability: postgresql://USER@HOST/DB"
+                 "[?schema=NAME&...] or sqlite:PATH[?durability=full]")
+      ->envname("CHRONOQ_STORE");
   app.add_option("--token-file", token_file,
                  "file holding the bearer token every request but /healthz needs "
                  "(or set CHRONOQ_TOKEN)")
@@ -150,7 +180,8 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   EngineOptions engine_options;
-  engine_options.store = "sqlite:" + data + "/chronoq.db?durability=" + durability;
+  engine_options.store =
+      store.empty() ? "sqlite:" + data + "/chronoq.db?durability=" + durability : store;
   auto engine = Engine::Open(engine_options);
   if (!engine.ok()) return Fail(engine.status());
 
@@ -169,8 +200,9 @@ int main(int argc, char** argv) {
       [&webhooks](const std::string& queue) { webhooks.Serve(queue); });
   server::HttpServer http(options, api);
   if (Status s = http.Start(); !s.ok()) return Fail(s);
-  std::printf("chronoqd listening on http://%s:%u (data in %s%s)\n", options.host.c_str(),
-              http.port(), data.c_str(), options.token.empty() ? "" : ", bearer token required");
+  const std::string where = store.empty() ? "data in " + data : "store " + Redacted(store);
+  std::printf("chronoqd listening on http://%s:%u (%s%s)\n", options.host.c_str(), http.port(),
+              where.c_str(), options.token.empty() ? "" : ", bearer token required");
   std::fflush(stdout);
   spdlog::info("chronoqd {} listening on {}:{}", CHRONOQ_VERSION, options.host, http.port());
 

@@ -86,5 +86,33 @@ TEST_F(EngineFailureTest, AFailedBatchStoresNoneOfIt) {
   EXPECT_TRUE(engine_->EnqueueBatch({Spec("x"), Spec("y")}).ok());
 }
 
+// A store that stays down (a lost PostgreSQL connection, a full disk) with
+// work due: the loop tries the due work again once a second, not in a loop
+// that takes a core and floods the log.
+TEST_F(EngineFailureTest, DueWorkIsRetriedOnceASecondWhileCommitsFail) {
+  ASSERT_TRUE(engine_->Enqueue(Spec("a")).ok());
+  auto leases = engine_->Claim("q", 1, 30s);
+  ASSERT_TRUE(leases.ok());
+  ASSERT_EQ(leases->size(), 1u);
+  store_->FailNextCommits(1'000'000);
+  clock_.Advance(31s);  // the lease lapses: due work, which cannot commit
+  // The loop fails the cycle and the reload after it, then waits a second.
+  clock_.AwaitWaiter(clock_.Now() + 1s);
+  EXPECT_EQ(store_->failed_commits(), 2);
+  clock_.Advance(1s);
+  clock_.AwaitWaiter(clock_.Now() + 1s);
+  EXPECT_EQ(store_->failed_commits(), 4);
+  // Ops do not wait for the second: they run (and fail) at once.
+  EXPECT_EQ(engine_->Enqueue(Spec("b")).status().code(), StatusCode::kUnavailable);
+  // Once the store is back, the lapse commits and the task is claimable again.
+  store_->FailNextCommits(0);
+  clock_.Advance(1s);
+  auto again = engine_->Claim("q", 1, 30s);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ(again->front().id, "a");
+  EXPECT_EQ(again->front().attempt, 2);
+}
+
 }  // namespace
 }  // namespace chronoq

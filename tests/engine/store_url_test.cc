@@ -36,11 +36,39 @@ TEST(StoreUrlTest, APathOrASqliteUrlNamesASqliteFile) {
 
 TEST(StoreUrlTest, BadUrlsNameTheStoreField) {
   for (const char* bad : {"", "sqlite:", "sqlite:?durability=full", "sqlite:x.db?durability=max",
-                          "sqlite:x.db?cache=big", "mysql://db/x", "postgres://u@h/db"}) {
+                          "sqlite:x.db?cache=big", "mysql://db/x", "postgresql://[::1/db",
+                          "postgres://u@h/db?schema=Jobs",
+                          "postgres://u@h/db?schema=", "postgresql://u@h/db?schema=a&schema=b"}) {
     Result<std::unique_ptr<Store>> store = OpenStoreUrl(bad);
     ASSERT_THAT(store, StatusIs(StatusCode::kInvalidArgument)) << bad;
     EXPECT_EQ(store.status().field(), "store") << bad;
   }
+}
+
+TEST(StoreUrlTest, APostgresUrlGoesToLibpqWithoutItsSchema) {
+  Result<PostgresOptions> plain = ParsePostgresUrl("postgresql://u@db.example:5433/jobs");
+  ASSERT_THAT(plain, IsOk());
+  EXPECT_EQ(plain->conninfo, "postgresql://u@db.example:5433/jobs");
+  EXPECT_EQ(plain->schema, "chronoq");
+
+  Result<PostgresOptions> first =
+      ParsePostgresUrl("postgres://u:pw@h/db?schema=tenant_7&sslmode=require");
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->conninfo, "postgres://u:pw@h/db?sslmode=require");
+  EXPECT_EQ(first->schema, "tenant_7");
+
+  Result<PostgresOptions> middle =
+      ParsePostgresUrl("postgresql:///db?host=/run/pg&schema=s&port=5432");
+  ASSERT_THAT(middle, IsOk());
+  EXPECT_EQ(middle->conninfo, "postgresql:///db?host=/run/pg&port=5432");
+  EXPECT_EQ(middle->schema, "s");
+
+  Result<PostgresOptions> only = ParsePostgresUrl("postgresql://h/db?schema=x");
+  ASSERT_THAT(only, IsOk());
+  EXPECT_EQ(only->conninfo, "postgresql://h/db");
+
+  EXPECT_THAT(ParsePostgresUrl("sqlite:x.db"), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(ParsePostgresUrl("postgresql:x"), StatusIs(StatusCode::kInvalidArgument));
 }
 
 TEST(StoreUrlTest, EngineOpenUsesTheUrlAndBadOptionsWriteNothing) {
