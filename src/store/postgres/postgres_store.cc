@@ -33,6 +33,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <set>
@@ -227,6 +228,18 @@ Status PgError(PGconn* conn, const PGresult* res, std::string_view what) {
 // A quoted identifier (the schema name, already validated).
 std::string Quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
 
+// Two lower-case hex digits per byte of `v`: BYTEA's hex input form, after
+// its "\\x".
+void AppendHex(std::string& out, std::string_view v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.reserve(out.size() + 2 * v.size());
+  for (const char c : v) {
+    const auto b = static_cast<unsigned char>(c);
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+}
+
 // The text-form parameters of one statement, $1 first.
 class Params {
  public:
@@ -245,14 +258,8 @@ class Params {
   }
   // A BYTEA, in PostgreSQL's hex input form.
   Params& Bytes(std::string_view v) {
-    static constexpr char kHex[] = "0123456789abcdef";
     std::string hex = "\\x";
-    hex.reserve(2 + 2 * v.size());
-    for (const char c : v) {
-      const auto b = static_cast<unsigned char>(c);
-      hex += kHex[b >> 4];
-      hex += kHex[b & 15];
-    }
+    AppendHex(hex, v);
     values_.emplace_back(std::move(hex));
     return *this;
   }
@@ -497,6 +504,7 @@ class Connection {
 
   // Runs a prepared statement.
   Result<Rows> Exec(const Sql& sql, const Params& params, std::string_view what) {
+    CHRONOQ_RETURN_IF_ERROR(Flush());
     if (lost()) return Lost(what);
     const std::vector<const char*> values = params.Pointers();
     return Check(PQexecPrepared(conn_, sql.name, params.size(), values.data(), nullptr, nullptr, 0),
@@ -506,6 +514,7 @@ class Connection {
 
   // Runs a statement that is not prepared (one statement, parameters $1...).
   Result<Rows> ExecOnce(const std::string& sql, const Params& params, std::string_view what) {
+    CHRONOQ_RETURN_IF_ERROR(Flush());
     if (lost()) return Lost(what);
     const std::vector<const char*> values = params.Pointers();
     return Check(PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(), nullptr,
@@ -515,12 +524,65 @@ class Connection {
 
   // Runs SQL without parameters: any number of statements (simple protocol).
   Result<Rows> RunRows(const std::string& sql, std::string_view what) {
+    CHRONOQ_RETURN_IF_ERROR(Flush());
     if (lost()) return Lost(what);
     return Check(PQexec(conn_, sql.c_str()), what);
   }
   Status Run(const std::string& sql, std::string_view what) { return RunRows(sql, what).status(); }
 
+  // Write-behind rows: CopyRow adds one line of COPY text (AppendCopyRow) to
+  // the COPY `copy_sql` (... FROM STDIN), which it starts if none is open.
+  // Lines go to the server in blocks while the caller goes on, and the COPY
+  // ends before the next statement of any kind (Flush), so statements still
+  // run in the order they were asked for: a COPY is only a faster INSERT.
+  // Its errors (none are expected: the rows' keys are the engine's own) come
+  // from the statement that ends it, or from Commit.
+  Status CopyRow(const char* copy_sql, std::string_view line) {
+    if (copy_sql_ != copy_sql) {
+      CHRONOQ_RETURN_IF_ERROR(Flush());
+      if (lost()) return Lost("start a COPY");
+      PgResult r(PQexec(conn_, copy_sql));
+      if (r == nullptr || PQresultStatus(r.get()) != PGRES_COPY_IN) {
+        return PgError(conn_, r.get(), "start a COPY");
+      }
+      copy_sql_ = copy_sql;
+    }
+    copy_buf_.append(line);
+    if (copy_buf_.size() >= kCopyBlock) return PutCopyData();
+    return {};
+  }
+  // Runs `hook` before every statement while something is pending (a COPY
+  // open, or `pending()` true): the store's write-behind work that must
+  // precede whatever comes next. Statements the hook runs do not run it.
+  void SetBeforeStatement(std::function<bool()> pending, std::function<Status()> hook) {
+    pending_ = std::move(pending);
+    before_statement_ = std::move(hook);
+  }
+  // Ends an open COPY and runs the before-statement hook.
+  Status Flush() {
+    if (in_flush_) return {};
+    in_flush_ = true;
+    Status s = EndCopy();
+    if (s.ok() && pending_ && pending_()) s = before_statement_();
+    in_flush_ = false;
+    return s;
+  }
+  // Drops an open COPY with its rows (before a rollback).
+  void AbortCopy() {
+    if (copy_sql_ == nullptr) return;
+    copy_sql_ = nullptr;
+    copy_buf_.clear();
+    if (lost()) return;
+    if (PQputCopyEnd(conn_, "rolled back") == 1) {
+      while (PGresult* r = PQgetResult(conn_)) PQclear(r);
+    }
+  }
+
   bool lost() const { return conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK; }
+  // In a transaction block (BEGIN), possibly inside one of our COPYs.
+  bool in_transaction() const {
+    return copy_sql_ != nullptr || transaction_status() == PQTRANS_INTRANS;
+  }
   PGTransactionStatusType transaction_status() const {
     return conn_ == nullptr ? PQTRANS_UNKNOWN : PQtransactionStatus(conn_);
   }
@@ -533,6 +595,29 @@ class Connection {
       return PgError(conn_, r.get(), std::string("prepare ") + sql.name);
     }
     return {};
+  }
+
+  // About the size of a socket write: big enough that libpq's calls cost
+  // nothing per row, small enough that the server starts early.
+  static constexpr size_t kCopyBlock = 64 * 1024;
+
+  Status PutCopyData() {
+    const int sent = PQputCopyData(conn_, copy_buf_.data(), static_cast<int>(copy_buf_.size()));
+    copy_buf_.clear();
+    if (sent != 1) return PgError(conn_, nullptr, "COPY rows");
+    return {};
+  }
+  Status EndCopy() {
+    if (copy_sql_ == nullptr) return {};
+    copy_sql_ = nullptr;
+    Status s = copy_buf_.empty() ? Status() : PutCopyData();
+    if (s.ok() && PQputCopyEnd(conn_, nullptr) != 1) s = PgError(conn_, nullptr, "end the COPY");
+    PgResult r(PQgetResult(conn_));
+    if (s.ok() && (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK)) {
+      s = PgError(conn_, r.get(), "COPY rows");
+    }
+    while (PGresult* more = PQgetResult(conn_)) PQclear(more);
+    return s;
   }
 
   // A call after the connection was lost: libpq still holds why.
@@ -550,6 +635,11 @@ class Connection {
   }
 
   PGconn* conn_ = nullptr;
+  const char* copy_sql_ = nullptr;  // the open COPY, if any
+  std::string copy_buf_;            // its lines not yet given to libpq
+  std::function<bool()> pending_;
+  std::function<Status()> before_statement_;
+  bool in_flush_ = false;
   std::string conninfo_;
   std::string app_name_;
   std::string session_sql_;
@@ -667,11 +757,14 @@ constexpr Sql kKeyCursorSave{
     " excluded.seq)"};
 // Task $1 waits to start: the cursor of its key moves back to just before
 // it, unless it is before it already.
+// Takes the rows' seqs as an array; a key with several of them moves back
+// to the first of its tasks in line.
 constexpr Sql kKeyCursorLower{
     "key_cursor_lower",
     "UPDATE key_cursors AS c SET korder=t.korder, prio=t.prio, seq=t.seq - 1"
-    " FROM (SELECT qid, key, korder, prio, seq FROM tasks"
-    "       WHERE seq=$1 AND key IS NOT NULL AND state=0 AND attempt=0) AS t"
+    " FROM (SELECT DISTINCT ON (qid, key) qid, key, korder, prio, seq FROM tasks"
+    "       WHERE seq = ANY($1::bigint[]) AND key IS NOT NULL AND state=0 AND attempt=0"
+    "       ORDER BY qid, key, korder, prio, seq) AS t"
     " WHERE c.qid=t.qid AND c.key=t.key"
     " AND (c.korder, c.prio, c.seq) >= (t.korder, t.prio, t.seq)"};
 // A cursor with no task of its key at or before it says nothing. Takes the
@@ -746,6 +839,79 @@ void AppendTask(Params& p, const TaskRow& r) {
   p.OptText(r.key);
 }
 
+// COPY's text form of the same columns (kCopyTasks), one line: values
+// separated by tabs, \N for null, backslash escapes in text.
+constexpr char kCopyTasks[] =
+    "COPY tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at,"
+    " token, last_error, updated, backoff_base, backoff_cap, target, sid, key, korder)"
+    " FROM STDIN";
+void AppendCopyRow(std::string& out, const TaskRow& r) {
+  auto text = [&](std::string_view v) {
+    for (const char c : v) {
+      switch (c) {
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default: out += c;
+      }
+    }
+  };
+  auto field = [&](std::string_view v) {
+    out += v;
+    out += '\t';
+  };
+  auto num = [&](int64_t v) {
+    char buf[24];
+    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    field(std::string_view(buf, static_cast<size_t>(end - buf)));
+  };
+  auto opt_num = [&](const auto& v, auto to_int) { v ? num(to_int(*v)) : field("\\N"); };
+  auto opt_text = [&](const std::optional<std::string>& v) {
+    if (v) {
+      text(*v);
+      out += '\t';
+    } else {
+      field("\\N");
+    }
+  };
+  const auto micros = [](Timestamp t) { return Micros(t); };
+  const auto count = [](Duration d) { return static_cast<int64_t>(d.count()); };
+  num(r.seq);
+  num(r.qid);
+  num(static_cast<int64_t>(r.state));
+  opt_num(r.due, micros);
+  num(r.priority);
+  num(r.attempt);
+  num(r.max_attempts);
+  text(r.payload);
+  out += '\t';
+  opt_text(r.name);
+  opt_num(r.run_at, micros);
+  opt_num(r.token, [](uint64_t t) { return static_cast<int64_t>(t); });
+  if (r.last_error) {
+    // BYTEA's hex input form, its backslash escaped for COPY.
+    out += "\\\\x";
+    AppendHex(out, *r.last_error);
+    out += '\t';
+  } else {
+    field("\\N");
+  }
+  opt_num(r.updated, micros);
+  opt_num(r.backoff_base, count);
+  opt_num(r.backoff_cap, count);
+  opt_text(r.target);
+  opt_num(r.sid, [](int64_t v) { return v; });
+  opt_text(r.key);
+  // korder: the due a keyed task waits to start at (as kInsert).
+  if (r.key && r.due) {
+    num(Micros(*r.due));
+  } else {
+    field("\\N");
+  }
+  out.back() = '\n';
+}
+
 // The schedule columns but sid, in kScheduleInsert's order.
 void AppendSchedule(Params& p, const ScheduleRow& r) {
   p.Text(r.name).Int(r.qid).Text(r.spec).Bool(r.paused).OptInt(r.current_seq).OptTime(r.cursor);
@@ -795,6 +961,8 @@ class PostgresStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(LockSchema());
     CHRONOQ_RETURN_IF_ERROR(Migrate());
     for (const Sql* sql : kWriterStatements) CHRONOQ_RETURN_IF_ERROR(writer_.Prepare(*sql));
+    writer_.SetBeforeStatement([this] { return !keyed_inserts_.empty(); },
+                               [this] { return LowerPendingKeyCursors(); });
     // Nothing reads yet while the store opens; the lock only keeps the rule simple.
     MutexLock lock(reader_mu_);
     CHRONOQ_RETURN_IF_ERROR(reader_.Connect(conninfo, "chronoq reader",
@@ -830,6 +998,8 @@ class PostgresStore final : public Store {
     return {};
   }
   void Rollback() override {
+    writer_.AbortCopy();
+    keyed_inserts_.clear();
     const PGTransactionStatusType st = writer_.transaction_status();
     if (st == PQTRANS_INTRANS || st == PQTRANS_INERROR) {
       writer_.Run("ROLLBACK", "rollback").IgnoreError();
@@ -909,11 +1079,22 @@ class PostgresStore final : public Store {
   }
 
   Result<bool> Insert(const TaskRow& r) override {
+    if (!r.name && writer_.in_transaction()) {
+      // No name, no conflict: the row joins the writer's COPY (write-behind;
+      // see Connection::CopyRow), and its key's cursor is moved back before
+      // the next statement (LowerPendingKeyCursors). Outside a transaction
+      // the row is written at once, as it would commit at once.
+      copy_line_.clear();
+      AppendCopyRow(copy_line_, r);
+      CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kCopyTasks, copy_line_));
+      if (r.key) keyed_inserts_.push_back(r.seq);
+      return true;
+    }
     Params p;
     AppendTask(p, r);
     CHRONOQ_ASSIGN_OR_RETURN(Rows done, writer_.Exec(kInsert, p, "insert task"));
     if (done.affected() == 0) return false;  // the name is taken
-    if (r.key) CHRONOQ_RETURN_IF_ERROR(LowerKeyCursor(r.seq));
+    if (r.key) CHRONOQ_RETURN_IF_ERROR(LowerKeyCursors({r.seq}));
     return true;
   }
 
@@ -921,7 +1102,7 @@ class PostgresStore final : public Store {
     Params p;
     AppendTask(p, r);
     CHRONOQ_RETURN_IF_ERROR(writer_.Exec(kOverwrite, p, "overwrite task").status());
-    return r.key ? LowerKeyCursor(r.seq) : Status();
+    return r.key ? LowerKeyCursors({r.seq}) : Status();
   }
 
   Status Delete(int64_t seq) override {
@@ -957,7 +1138,7 @@ class PostgresStore final : public Store {
     p.Int(t.seq).Int(static_cast<int64_t>(t.state)).OptTime(t.due).OptBytes(t.last_error);
     p.OptInt(t.attempt ? std::optional<int64_t>(*t.attempt) : std::nullopt).Time(t.now);
     CHRONOQ_RETURN_IF_ERROR(writer_.Exec(kMove, p, "update task").status());
-    return t.keyed && t.state == TaskState::kScheduled ? LowerKeyCursor(t.seq) : Status();
+    return t.keyed && t.state == TaskState::kScheduled ? LowerKeyCursors({t.seq}) : Status();
   }
 
   Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
@@ -1326,8 +1507,14 @@ class PostgresStore final : public Store {
                               const KeyPosition& at) {
     p.Int(qid).Text(key).Time(at.at).Int(at.priority).Int(at.seq);
   }
-  Status LowerKeyCursor(int64_t seq) {
-    return writer_.Exec(kKeyCursorLower, Params().Int(seq), "move key cursor back").status();
+  Status LowerKeyCursors(const std::vector<int64_t>& seqs) {
+    return writer_.Exec(kKeyCursorLower, Params().Ints(seqs), "move key cursors back").status();
+  }
+  // The before-statement hook of the writer (Connection::SetBeforeStatement).
+  Status LowerPendingKeyCursors() {
+    std::vector<int64_t> seqs;
+    seqs.swap(keyed_inserts_);
+    return LowerKeyCursors(seqs);
   }
   Status DropKeyCursors(const std::vector<int64_t>& qids, const std::vector<std::string>& keys) {
     return writer_.Exec(kKeyCursorDrop, Params().Ints(qids).Texts(keys), "drop key cursors")
@@ -1336,6 +1523,8 @@ class PostgresStore final : public Store {
 
   const std::string schema_;
   Connection writer_;    // engine loop thread only
+  std::string copy_line_;               // Insert's scratch line
+  std::vector<int64_t> keyed_inserts_;  // copied keyed rows whose cursors wait to move back
   bool locked_ = false;  // writer_ holds the schema's advisory lock
   Mutex reader_mu_;
   Connection reader_ CHRONOQ_GUARDED_BY(reader_mu_);
