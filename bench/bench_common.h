@@ -35,6 +35,8 @@ struct Options {
   std::string workload;
   std::string target;
   std::string dir = "bench-data";
+  // A postgres:// URL: the workloads run on PostgreSQL (bench_store.h).
+  std::string store;
   int64_t n = 0;  // 0: each workload's default
   int runs = 1;
   int concurrency = 4;  // W2 workers (threads, or HTTP connections)

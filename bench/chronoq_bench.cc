@@ -2,17 +2,19 @@
 //
 //   chronoq-bench --workload W1|W2|W3|W4|W5|W6|W7|W8|W-schedule|all --target embedded|http
 //                 [--dir DIR] [-n N] [--runs R] [--concurrency C] [--batch B] [--mode M]
-//                 [--url URL | --chronoqd PATH]
+//                 [--store postgresql://USER@HOST:PORT/DB] [--url URL | --chronoqd PATH]
 //
 // Prints one JSON object per result line on stdout, e.g.
 //   {"workload":"W1","target":"embedded","mode":"batch","n":100000,"per_s":312345}
 // and progress and diagnostics on stderr only. With --runs R every workload
 // runs R times and prints every run; whoever reads the lines takes the median.
 //
-// Target `embedded`: each workload opens a fresh engine (DIR/<workload>-<mode>.db)
-// in-process, on the real system clock.
+// Target `embedded`: each workload opens a fresh engine (DIR/<workload>-<mode>.db,
+// or with --store the schema bench_<workload>_<mode> of that PostgreSQL
+// database; see bench_store.h) in-process, on the real system clock.
 // Target `http` (W1, W2, W3, W5, W6, W7; see http_target.h): each workload run starts a
-// fresh chronoqd (DIR/http-<workload>[-<mode>]/) and talks to it over loopback,
+// fresh chronoqd (DIR/http-<workload>[-<mode>]/, on the schema
+// bench_http_<workload>[_<mode>] with --store) and talks to it over loopback,
 // or uses the server at --url (W5 then fails: it reads the server's /proc).
 
 #include <algorithm>
@@ -43,6 +45,7 @@
 #include "chronoq/task.h"
 
 #include "bench_common.h"
+#include "bench_store.h"
 #include "http_target.h"
 #include <malloc.h>
 #include <sys/resource.h>
@@ -57,6 +60,7 @@ using chronoq::bench::json;
 using chronoq::bench::Line;
 using chronoq::bench::Options;
 using chronoq::bench::Payload;
+using chronoq::bench::BenchStore;
 using chronoq::bench::Percentile;
 using chronoq::bench::Round;
 using chronoq::bench::Seconds;
@@ -74,39 +78,21 @@ T Check(chronoq::Result<T> r, const std::string& what) {
   return std::move(r).value();
 }
 
-fs::path DbPath(const Options& o, const std::string& workload, const std::string& mode) {
-  return fs::path(o.dir) / (mode.empty() ? workload + ".db" : workload + "-" + mode + ".db");
+// The store of one workload run ("W1", mode "batch": "W1-batch").
+BenchStore StoreOf(const Options& o, const std::string& workload, const std::string& mode) {
+  return BenchStore(o, mode.empty() ? workload : workload + "-" + mode);
 }
 
-void RemoveDb(const fs::path& db) {
-  for (const char* suffix : {"", "-wal", "-shm"}) {
-    std::error_code ec;
-    fs::remove(db.string() + suffix, ec);
-    if (ec) throw BenchError("cannot remove " + db.string() + suffix + ": " + ec.message());
-  }
-}
-
-// Bytes of the database file and its WAL (whichever exist).
-uint64_t DbBytes(const fs::path& db) {
-  uint64_t total = 0;
-  for (const char* suffix : {"", "-wal"}) {
-    std::error_code ec;
-    const uintmax_t size = fs::file_size(db.string() + suffix, ec);
-    if (!ec) total += size;
-  }
-  return total;
-}
-
-std::unique_ptr<chronoq::Engine> OpenEngine(const fs::path& db) {
+std::unique_ptr<chronoq::Engine> OpenEngine(const BenchStore& store) {
   chronoq::EngineOptions options;
-  options.store = db.string();
-  return Check(chronoq::Engine::Open(options), "open " + db.string());
+  options.store = store.url();
+  return Check(chronoq::Engine::Open(options), "open " + store.Describe());
 }
 
-// Deletes DB (and its -wal/-shm) and opens a fresh engine on it.
-std::unique_ptr<chronoq::Engine> OpenFresh(const fs::path& db) {
-  RemoveDb(db);
-  return OpenEngine(db);
+// Empties the store and opens a fresh engine on it.
+std::unique_ptr<chronoq::Engine> OpenFresh(const BenchStore& store) {
+  store.Reset();
+  return OpenEngine(store);
 }
 
 // Resident memory of this process, in MiB.
@@ -264,7 +250,7 @@ class CallCounter {
 void RunW1(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   if (o.mode.empty() || o.mode == "batch") {
-    const fs::path db = DbPath(o, "W1", "batch");
+    const BenchStore db = StoreOf(o, "W1", "batch");
     auto engine = OpenFresh(db);
     const auto specs = MakeSpecs("w1", n, std::chrono::seconds(1), std::chrono::seconds(600), rng);
     std::cerr << "W1 batch: enqueueing " << n << " tasks in batches of 1000\n";
@@ -278,7 +264,7 @@ void RunW1(const Options& o, int64_t n, uint64_t seed) {
   TrimHeap();
   if (o.mode.empty() || o.mode == "single") {
     constexpr int kCallers = 16;
-    const fs::path db = DbPath(o, "W1", "single");
+    const BenchStore db = StoreOf(o, "W1", "single");
     auto engine = OpenFresh(db);
     std::vector<std::vector<chronoq::TaskSpec>> per_thread;
     for (int t = 0; t < kCallers; ++t) {
@@ -327,7 +313,7 @@ void RunW1(const Options& o, int64_t n, uint64_t seed) {
 // W2: drain N tasks due now with a no-op handler.
 void RunW2(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const fs::path db = DbPath(o, "W2", "");
+  const BenchStore db = StoreOf(o, "W2", "");
   CallCounter counter(n);
   std::atomic<int64_t> repeated{0};  // leases on a second or later attempt
   auto engine = OpenFresh(db);
@@ -383,7 +369,7 @@ void RunW2(const Options& o, int64_t n, uint64_t seed) {
 double RunW6Mode(const Options& o, int64_t n, const std::string& mode, double unkeyed_per_s) {
   const bool keyed = mode == "keyed";
   const std::string label = "W6 " + mode;
-  const fs::path db = DbPath(o, "W6", mode);
+  const BenchStore db = StoreOf(o, "W6", mode);
   CallCounter counter(n);
   chronoq::bench::KeyOrderChecker checker(keyed);
   auto engine = OpenFresh(db);
@@ -477,7 +463,7 @@ void RunW6(const Options& o, int64_t n, uint64_t) {
 // W3: lateness of N tasks spread evenly over 10 s.
 void RunW3(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const fs::path db = DbPath(o, "W3", "");
+  const BenchStore db = StoreOf(o, "W3", "");
   std::vector<double> lateness_ms(static_cast<size_t>(n));
   CallCounter counter(n);
   auto engine = OpenFresh(db);
@@ -565,9 +551,9 @@ void MeasureIdle(const Options& o, const std::string& workload, chronoq::Engine&
 // W4: disk bytes per pending task and resident memory with N tasks.
 void RunW4(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const fs::path db = DbPath(o, "W4", "");
+  const BenchStore db = StoreOf(o, "W4", "");
   OpenFresh(db).reset();
-  const uint64_t empty_bytes = DbBytes(db);
+  const uint64_t empty_bytes = db.Bytes();
   const double rss_base = RssMib();
 
   auto engine = OpenEngine(db);
@@ -577,7 +563,7 @@ void RunW4(const Options& o, int64_t n, uint64_t seed) {
   engine->Sync();
   const double rss = RssMib();
   engine.reset();
-  const uint64_t full_bytes = DbBytes(db);
+  const uint64_t full_bytes = db.Bytes();
   std::cerr << "W4: database " << empty_bytes << " bytes empty, " << full_bytes << " bytes with "
             << n << " tasks\n";
 
@@ -593,7 +579,7 @@ void RunW4(const Options& o, int64_t n, uint64_t seed) {
 // waiting for them.
 void RunW5(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const fs::path db = DbPath(o, "W5", "");
+  const BenchStore db = StoreOf(o, "W5", "");
   auto engine = OpenFresh(db);
   const auto specs = MakeSpecs("w5", n, std::chrono::hours(1), std::chrono::hours(1), rng);
   std::cerr << "W5: enqueueing " << n << " tasks due in 1 h\n";
@@ -610,9 +596,9 @@ void RunW5(const Options& o, int64_t n, uint64_t seed) {
 void RunWSchedule(const Options& o, int64_t n, uint64_t seed) {
   constexpr int kCallers = 16;
   std::mt19937_64 rng(seed);
-  const fs::path db = DbPath(o, "W-schedule", "");
+  const BenchStore db = StoreOf(o, "W-schedule", "");
   OpenFresh(db).reset();
-  const uint64_t empty_bytes = DbBytes(db);
+  const uint64_t empty_bytes = db.Bytes();
   const double rss_base = RssMib();
   auto engine = OpenEngine(db);
 
@@ -666,7 +652,7 @@ void RunWSchedule(const Options& o, int64_t n, uint64_t seed) {
   j["rss_base_mib"] = Round(rss_base, 1);  // before the engine was opened
   engine.reset();
   j["bytes_per_schedule"] =
-      Round(static_cast<double>(DbBytes(db) - empty_bytes) / static_cast<double>(n), 1);
+      Round(static_cast<double>(db.Bytes() - empty_bytes) / static_cast<double>(n), 1);
   // After a restart the page cache holds only what opening read: what the
   // schedules themselves cost a running engine.
   TrimHeap();
@@ -685,7 +671,7 @@ void RunWSchedule(const Options& o, int64_t n, uint64_t seed) {
 void RunW7(const Options& o, int64_t n, uint64_t) {
   constexpr int kClients = 16;
   constexpr int kContenders = 8;
-  const fs::path db = DbPath(o, "W7", "");
+  const BenchStore db = StoreOf(o, "W7", "");
   const double rss_base = RssMib();
   auto engine = OpenFresh(db);
   engine->Sync();
@@ -732,9 +718,9 @@ void RunW7(const Options& o, int64_t n, uint64_t) {
 void RunW8(const Options& o, int64_t n, uint64_t seed) {
   constexpr int64_t kBatch = 10'000;
   std::mt19937_64 rng(seed);
-  const fs::path db = DbPath(o, "W8", "");
+  const BenchStore db = StoreOf(o, "W8", "");
   OpenFresh(db).reset();
-  const uint64_t empty_bytes = DbBytes(db);
+  const uint64_t empty_bytes = db.Bytes();
 
   auto engine = OpenEngine(db);
   std::cerr << "W8: enqueueing " << n << " tasks due over 30 days in batches of " << kBatch << "\n";
@@ -755,7 +741,7 @@ void RunW8(const Options& o, int64_t n, uint64_t seed) {
   engine->Sync();
   const double rss = RssMib();
   engine.reset();
-  const uint64_t full_bytes = DbBytes(db);
+  const uint64_t full_bytes = db.Bytes();
   TrimHeap();
 
   std::cerr << "W8: restarting\n";
@@ -807,6 +793,9 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"embedded", "http"}));
   app.add_option("--dir", o.dir, "directory for the benchmark databases")->capture_default_str();
+  app.add_option("--store", o.store,
+                 "a PostgreSQL database (postgresql://USER@HOST:PORT/DB) instead of SQLite "
+                 "files: each workload run gets a schema of its own");
   app.add_option("-n", o.n, "tasks per workload (default: each workload's own)");
   app.add_option("--runs", o.runs, "repetitions of each workload")
       ->capture_default_str()

@@ -1,5 +1,7 @@
 #include "http_target.h"
 
+#include "bench_store.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -508,9 +510,17 @@ class Server {
     if (ec) throw BenchError("cannot remove " + data.string() + ": " + ec.message());
     fs::create_directories(data, ec);
     if (ec) throw BenchError("cannot create " + data.string() + ": " + ec.message());
+    // On PostgreSQL the data directory holds only the log.
+    const BenchStore store(o, "http-" + name);
+    std::vector<std::string> args;
+    if (store.postgres()) {
+      store.Reset();
+      args = {"--store", store.url()};
+    }
     process_.emplace(test::ChronoqdOptions{
         .binary = o.chronoqd,
         .data_dir = data.string(),
+        .args = std::move(args),
         .log = (data / "chronoqd.log").string(),
     });
     if (Status s = process_->Start(); !s.ok()) throw BenchError(s.message());
