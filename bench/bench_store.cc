@@ -73,7 +73,9 @@ std::string BenchStore::Describe() const {
 
 void BenchStore::Reset() const {
   if (postgres()) {
-    PgSession(pg_url_).Query("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
+    PgSession session(pg_url_);
+    session.Query("SET client_min_messages TO warning");
+    session.Query("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE");
     return;
   }
   for (const char* suffix : {"", "-wal", "-shm"}) {

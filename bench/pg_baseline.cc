@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
       throw BenchError("--store: cannot connect: " + std::string(PQerrorMessage(conn.get())));
     }
     Exec(conn.get(), "SET synchronous_commit = on");
+    Exec(conn.get(), "SET client_min_messages TO warning");
     std::mt19937_64 rng(42);
     std::uniform_int_distribution<int64_t> delay_us(1'000'000, 600'000'000);
     for (int run = 0; run < runs; ++run) {
