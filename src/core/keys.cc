@@ -29,8 +29,10 @@
 namespace chronoq {
 namespace {
 
-// Tasks read past the head.
-constexpr int kReadAhead = 8;
+// Tasks read past the head. Each read is a round trip on PostgreSQL: 16
+// rather than 8 took W6 keyed there from 40k to 46k tasks/s, and changed
+// nothing measurable on SQLite; a loaded key holds up to 16 * 24 bytes.
+constexpr int kReadAhead = 16;
 // A read from the saved cursor steps over at most about this many started
 // tasks.
 constexpr int kCursorSaveEvery = 64;
