@@ -117,6 +117,11 @@ struct EngineStats {
   // time-driven work alone (lease lapses, purges) counts 0.
   Histogram commit_ops;
   Histogram dispatch_lateness_s;  // for each claimed task: claim time - run_at, in seconds
+  // Whether the store answered the last cycle: false once a cycle failed
+  // with Unavailable (PostgreSQL unreachable), true again after the next
+  // commit; store_error says why it is down.
+  bool store_up = true;
+  std::string store_error;
 };
 
 }  // namespace chronoq

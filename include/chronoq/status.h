@@ -43,9 +43,11 @@ enum class StatusReason {
   kStaleToken,       // FailedPrecondition: the lease or lock token is not current
   kLockWaitTimeout,  // DeadlineExceeded: the lock stayed held for the whole wait
   kKeyBacklogFull,   // ResourceExhausted: the key's max_pending_per_key is reached
+  kStoreUnavailable,  // Unavailable: the store's server cannot be reached (PostgreSQL)
 };
 
-// "stale_token", "lock_wait_timeout", "key_backlog_full"; "" for kNone.
+// "stale_token", "lock_wait_timeout", "key_backlog_full", "store_unavailable";
+// "" for kNone.
 std::string_view StatusReasonName(StatusReason reason);
 
 class [[nodiscard]] Status {

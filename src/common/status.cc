@@ -40,6 +40,8 @@ std::string_view StatusReasonName(StatusReason reason) {
       return "lock_wait_timeout";
     case StatusReason::kKeyBacklogFull:
       return "key_backlog_full";
+    case StatusReason::kStoreUnavailable:
+      return "store_unavailable";
   }
   return "";
 }

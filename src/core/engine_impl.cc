@@ -313,7 +313,32 @@ void EngineImpl::Loop() {
   }
 }
 
+Status EngineImpl::ReloadFromStore() {
+  Status s = store_->Begin();
+  if (s.ok()) s = core_.Reload();
+  if (s.ok()) s = store_->Commit();
+  if (!s.ok()) store_->Rollback();
+  return s;
+}
+
+void EngineImpl::RecordFailure(const Status& s) {
+  if (s.code() != StatusCode::kUnavailable) return;
+  MutexLock lock(stats_mu_);
+  stats_.store_up = false;
+  stats_.store_error = s.message();
+}
+
 bool EngineImpl::RunCycle(std::vector<Op*>& batch) {
+  if (needs_reload_) {
+    // A failed cycle's changes are still in memory: nothing may run on them.
+    Status reload = ReloadFromStore();
+    if (!reload.ok()) {
+      RecordFailure(reload);
+      for (Op* op : batch) op->Finish(reload);
+      return false;
+    }
+    needs_reload_ = false;
+  }
   std::vector<Op*> finished;
   finished.reserve(batch.size());
   Status s = store_->Begin();
@@ -334,15 +359,14 @@ bool EngineImpl::RunCycle(std::vector<Op*>& batch) {
   const CycleStats cycle = core_.TakeCycleStats();
   if (s.ok()) RecordCycle(cycle, finished.size());
   if (!s.ok()) {
-    // Nothing of this cycle is durable: memory must forget it too.
+    // Nothing of this cycle is durable (or, if its COMMIT's answer was lost,
+    // nothing of it can be known to be): memory must forget it too.
     spdlog::error("commit failed, {} operations rejected: {}", finished.size(), s.ToString());
+    RecordFailure(s);
     store_->Rollback();
-    Status reload = store_->Begin();
-    if (reload.ok()) reload = core_.Reload();
-    if (reload.ok()) reload = store_->Commit();
-    if (!reload.ok()) {
-      store_->Rollback();
+    if (Status reload = ReloadFromStore(); !reload.ok()) {
       spdlog::error("reloading after a failed commit: {}", reload.ToString());
+      needs_reload_ = true;
     }
   }
   for (Op* op : finished) op->Finish(s);
@@ -364,6 +388,8 @@ void EngineImpl::RecordCycle(const CycleStats& cycle, size_t ops) {
   stats_.commit_ops_sum += static_cast<double>(ops);
   for (size_t i = 0; i < cycle.lateness.size(); ++i) stats_.lateness[i] += cycle.lateness[i];
   stats_.lateness_sum += cycle.lateness_sum;
+  stats_.store_up = true;
+  stats_.store_error.clear();
 }
 
 EngineStats EngineImpl::Stats() {
@@ -381,6 +407,8 @@ EngineStats EngineImpl::Stats() {
   out.lock_keys = t.lock_keys;
   out.locks_held = t.locks_held;
   out.lock_waiters = t.lock_waiters;
+  out.store_up = t.store_up;
+  out.store_error = std::move(t.store_error);
   out.commit_ops = MakeHistogram(kCommitOpsBounds, t.commit_ops, t.commit_ops_sum);
   out.dispatch_lateness_s = MakeHistogram(kLatenessBounds, t.lateness, t.lateness_sum);
   return out;

@@ -138,6 +138,10 @@ class EngineImpl final : public Engine {
   Result<Task> ReadTask(std::string_view id);
   // Adds a committed cycle to the statistics.
   void RecordCycle(const CycleStats& cycle, size_t ops);
+  // Notes a failed cycle's status: the store is down while it is Unavailable.
+  void RecordFailure(const Status& s);
+  // Rebuilds memory from the store in a transaction of its own.
+  Status ReloadFromStore();
 
   // EngineStats as the loop accumulates them: histograms per bucket, not
   // cumulative (Stats() sums them up).
@@ -148,12 +152,17 @@ class EngineImpl final : public Engine {
     double commit_ops_sum = 0;
     std::array<uint64_t, kLatenessBounds.size() + 1> lateness{};
     double lateness_sum = 0;
+    bool store_up = true;
+    std::string store_error;
   };
 
   Clock& clock_;
   const EngineOptions options_;
   const std::unique_ptr<Store> store_;
   Core core_;  // loop thread only
+  // Memory holds what a failed cycle did and could not be rebuilt yet (the
+  // store was down): the next cycle rebuilds it before anything else.
+  bool needs_reload_ = false;  // loop thread only
 
   Mutex mu_;
   std::condition_variable cv_;  // the loop waits here for ops or its next deadline

@@ -78,7 +78,7 @@ Result<PostgresOptions> ParsePostgresUrl(std::string_view url) {
   return options;
 }
 
-Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url) {
+Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url, Clock* clock) {
   if (url.empty()) return Status::InvalidArgument("store", "must not be empty");
   const size_t colon = url.find(':');
   const size_t slashes = url.find("://");
@@ -86,6 +86,7 @@ Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url) {
     const std::string scheme(url.substr(0, colon));
     if (IsPostgresScheme(scheme)) {
       CHRONOQ_ASSIGN_OR_RETURN(PostgresOptions options, ParsePostgresUrl(url));
+      options.clock = clock;
       return OpenPostgresStore(options);
     }
     return Status::InvalidArgument("store", "unknown store scheme \"" + scheme +
@@ -99,7 +100,8 @@ Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url) {
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {
   // The options first: a bad one must not leave a new database behind.
   CHRONOQ_RETURN_IF_ERROR(ValidateEngineOptions(options));
-  CHRONOQ_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStoreUrl(options.store));
+  CHRONOQ_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                           OpenStoreUrl(options.store, options.clock));
   return Open(std::move(options), std::move(store));
 }
 

@@ -31,7 +31,8 @@ Result<SqliteOptions> ParseSqliteUrl(std::string_view url);
 // without that parameter.
 Result<PostgresOptions> ParsePostgresUrl(std::string_view url);
 
-// Opens the store `url` names.
-Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url);
+// Opens the store `url` names. `clock` (nullptr: the system clock) paces
+// what the store does over time: PostgreSQL's reconnection attempts.
+Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url, Clock* clock = nullptr);
 
 }  // namespace chronoq

@@ -119,6 +119,15 @@ std::vector<std::string_view> SplitPath(std::string_view path) {
 
 }  // namespace
 
+void Api::Health(const Respond& respond) {
+  const EngineStats stats = engine_.Stats();
+  if (stats.store_up) return respond(JsonResponse(200, R"({"status":"ok","store":"up"})"));
+  // The error in the API's error form, so that any client shows it.
+  std::string body = R"({"status":"unavailable","store":"down",)";
+  body += ErrorBody("store_unavailable", Status::Unavailable(stats.store_error)).substr(1);
+  respond(JsonResponse(503, std::move(body)));
+}
+
 int HttpStatusOf(const Status& status) {
   // A lock that stayed busy is an answer about the lock, not a server that
   // ran out of time.
@@ -256,7 +265,7 @@ void Api::Dispatch(const ApiRequest& request, const Respond& respond) {
   auto fail = [&](const Status& s) { respond(ErrorResponse(s)); };
 
   if (seg.size() == 1 && seg[0] == "healthz") {
-    if (allows("GET")) respond(JsonResponse(200, R"({"status":"ok"})"));
+    if (allows("GET")) Health(respond);
     return;
   }
   if (seg.size() == 1 && seg[0] == "metrics") {

@@ -85,6 +85,10 @@ class Api {
   void PauseQueue(const std::string& queue, bool paused, const std::string& body,
                   const Respond& respond);
   void Metrics(const Respond& respond);
+  // GET /healthz: 200 {"status":"ok","store":"up"}, or 503
+  // {"status":"unavailable","store":"down","error":{"code":"store_unavailable",
+  // "message":...}} while the store cannot be reached (EngineStats::store_up).
+  void Health(const Respond& respond);
   // api_schedules.cc
   void CreateSchedule(const std::string& body, const Respond& respond);
   void ListSchedules(std::string_view query, const Respond& respond);
@@ -114,7 +118,8 @@ class Api {
 // "invalid_argument", NotFound 404, AlreadyExists 409 "conflict",
 // FailedPrecondition 409, ResourceExhausted 429, Unavailable 503, ...; an
 // error with a reason (Status::reason()) has the reason's name as its code:
-// 409 "stale_token", 409 "lock_wait_timeout", 429 "key_backlog_full".
+// 409 "stale_token", 409 "lock_wait_timeout", 429 "key_backlog_full",
+// 503 "store_unavailable".
 int HttpStatusOf(const Status& status);
 std::string_view WireCodeOf(const Status& status);
 ApiResponse ErrorResponse(const Status& status);

@@ -77,6 +77,8 @@ std::string RenderMetrics(const EngineStats& stats, const std::vector<QueueInfo>
           stats.failed);
   Counter(out, "chronoq_tasks_dead_total", "Tasks that went dead.", stats.dead);
   Counter(out, "chronoq_commits_total", "Store commits.", stats.commits);
+  Gauge(out, "chronoq_store_up", "1 while the store answers, 0 while it cannot be reached.",
+        stats.store_up ? 1 : 0);
   Gauge(out, "chronoq_locks_held", "Keyed locks held.", stats.locks_held);
   Gauge(out, "chronoq_lock_waiters", "Lock acquisitions waiting.", stats.lock_waiters);
   Gauge(out, "chronoq_lock_keys", "Lock keys in memory (held or waited for).", stats.lock_keys);

@@ -89,6 +89,36 @@ TEST_F(EngineFailureTest, AFailedBatchStoresNoneOfIt) {
 // A store that stays down (a lost PostgreSQL connection, a full disk) with
 // work due: the loop tries the due work again once a second, not in a loop
 // that takes a core and floods the log.
+// When the reload after a failed commit cannot even begin (the store is
+// down), nothing of the failed cycle shows once the store is back: no call
+// sees a task that was never stored, and the queue's counts stay true.
+TEST_F(EngineFailureTest, AFailedReloadLeavesNoTraceOfTheFailedCycle) {
+  ASSERT_TRUE(engine_->Enqueue(Spec("a")).ok());
+  store_->FailNextCommits(1);  // the enqueue's commit
+  store_->FailNextBegins(1);   // the reload's transaction
+  EXPECT_EQ(engine_->Enqueue(Spec("ghost")).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_->failed_commits(), 1);
+  EXPECT_FALSE(engine_->Stats().store_up);
+  // The store is back: the next call's cycle reloads first.
+  auto claimed = engine_->Claim("q", 10, 30s);
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), 1u);
+  EXPECT_EQ(claimed->front().id, "a");
+  EXPECT_EQ(engine_->Get("ghost").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(engine_->Enqueue(Spec("real")).ok());
+  EXPECT_TRUE(engine_->Stats().store_up);
+  // The queue's counts (kept in memory, saved with each commit) count
+  // "a" running and "real" scheduled, no ghost.
+  auto queue = engine_->GetQueue("q");
+  ASSERT_TRUE(queue.ok()) << queue.status().ToString();
+  EXPECT_EQ(queue->counts[static_cast<int>(TaskState::kScheduled)], 1);
+  EXPECT_EQ(queue->counts[static_cast<int>(TaskState::kRunning)], 1);
+  claimed = engine_->Claim("q", 10, 30s);
+  ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
+  ASSERT_EQ(claimed->size(), 1u);
+  EXPECT_EQ(claimed->front().id, "real");
+}
+
 TEST_F(EngineFailureTest, DueWorkIsRetriedOnceASecondWhileCommitsFail) {
   ASSERT_TRUE(engine_->Enqueue(Spec("a")).ok());
   auto leases = engine_->Claim("q", 1, 30s);
@@ -99,10 +129,12 @@ TEST_F(EngineFailureTest, DueWorkIsRetriedOnceASecondWhileCommitsFail) {
   // The loop fails the cycle and the reload after it, then waits a second.
   clock_.AwaitWaiter(clock_.Now() + 1s);
   EXPECT_EQ(store_->failed_commits(), 2);
+  // A second later: memory still holds the failed cycle's work, so the loop
+  // rebuilds it from the store before anything else, and that fails again.
   clock_.Advance(1s);
   clock_.AwaitWaiter(clock_.Now() + 1s);
-  EXPECT_EQ(store_->failed_commits(), 4);
-  // Ops do not wait for the second: they run (and fail) at once.
+  EXPECT_EQ(store_->failed_commits(), 3);
+  // Ops do not wait for the second: they fail at once.
   EXPECT_EQ(engine_->Enqueue(Spec("b")).status().code(), StatusCode::kUnavailable);
   // Once the store is back, the lapse commits and the task is claimable again.
   store_->FailNextCommits(0);

@@ -1624,34 +1624,6 @@ TEST_F(PostgresStoreTest, APurgeDropsTheCursorsOfKeysWithAnyCharacters) {
   EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.key_cursors"), "0");
 }
 
-// A lost writer connection fails every later write with Unavailable (the
-// writer never reconnects: another engine may have the schema by then), and
-// releases the schema to the next engine.
-TEST_F(PostgresStoreTest, ALostWriterConnectionIsUnavailableForGood) {
-  const int64_t q = Queue("q");
-  InsertCommitted(Scheduled(1, q, kNow));
-  const std::string pid = BackendPid("chronoq writer");
-  ASSERT_FALSE(pid.empty());
-  EXPECT_EQ(db_.QueryText("SELECT pg_terminate_backend(" + pid + ", 10000)"), "t");
-
-  Status begin = store_->Begin();
-  EXPECT_THAT(begin, StatusIs(StatusCode::kUnavailable));
-  EXPECT_NE(begin.message().find("connection"), std::string::npos) << begin.ToString();
-  EXPECT_THAT(store_->QueueId("q"), StatusIs(StatusCode::kUnavailable));
-  EXPECT_THAT(store_->Insert(Scheduled(2, q, kNow)), StatusIs(StatusCode::kUnavailable));
-  EXPECT_THAT(store_->Commit(), StatusIs(StatusCode::kUnavailable));
-  store_->Rollback();  // harmless
-  EXPECT_THAT(store_->LoadMeta(), StatusIs(StatusCode::kUnavailable));
-  // Reads go on, on their own connection.
-  EXPECT_TRUE(Read(1).has_value());
-  // The schema is free for another engine, which sees what was committed.
-  Result<std::unique_ptr<Store>> next = OpenStore();
-  ASSERT_THAT(next, IsOk());
-  Result<std::optional<TaskRow>> row = (*next)->FindBySeq(1);
-  ASSERT_THAT(row, IsOk());
-  EXPECT_TRUE(row->has_value());
-}
-
 // A lost reader connection is made again by the next read.
 TEST_F(PostgresStoreTest, ALostReaderConnectionIsMadeAgain) {
   InsertCommitted(Scheduled(1, Queue("q"), kNow));

@@ -19,6 +19,9 @@ class FaultyStore final : public Store {
 
   // The next `n` commits fail with Unavailable.
   void FailNextCommits(int n) { fail_commits_ = n; }
+  // The next `n` transactions fail to begin with Unavailable, as when the
+  // store's server cannot be reached.
+  void FailNextBegins(int n) { fail_begins_ = n; }
   // The next `n` claim statements fail with Unavailable (the transaction
   // itself goes on and commits).
   void FailNextClaims(int n) { fail_claims_ = n; }
@@ -35,7 +38,13 @@ class FaultyStore final : public Store {
   }
 
   Result<StoreMeta> LoadMeta() override { return inner_->LoadMeta(); }
-  Status Begin() override { return inner_->Begin(); }
+  Status Begin() override {
+    if (fail_begins_.load() > 0) {
+      --fail_begins_;
+      return Status::Unavailable("injected begin failure");
+    }
+    return inner_->Begin();
+  }
   void Rollback() override { inner_->Rollback(); }
   Status Savepoint() override { return inner_->Savepoint(); }
   Status ReleaseSavepoint() override { return inner_->ReleaseSavepoint(); }
@@ -139,6 +148,7 @@ class FaultyStore final : public Store {
  private:
   std::unique_ptr<Store> inner_;
   std::atomic<int> fail_commits_{0};
+  std::atomic<int> fail_begins_{0};
   std::atomic<int> fail_claims_{0};
   std::atomic<int> failed_{0};
 };

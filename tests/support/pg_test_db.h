@@ -115,6 +115,32 @@ class PgTestDatabase {
     return out;
   }
 
+  // Refuses (false) or allows again new connections to the test database,
+  // as a server that cannot be reached would; open connections stay.
+  void AllowConnections(bool allow) const {
+    AdminExec("ALTER DATABASE " + name_ + " ALLOW_CONNECTIONS " + (allow ? "true" : "false"));
+  }
+  // Ends the test database's sessions named `application_name` (as chronoq
+  // names its own: "chronoq writer", "chronoq reader") and waits for them to
+  // exit; how many there were.
+  int Terminate(const std::string& application_name) const {
+    Connection c(admin_);
+    if (c.conn == nullptr) return 0;
+    const char* values[] = {name_.c_str(), application_name.c_str()};
+    PGresult* r = PQexecParams(c.conn,
+                               "SELECT count(pg_terminate_backend(pid, 10000)) FROM "
+                               "pg_stat_activity WHERE datname = $1 AND application_name = $2",
+                               2, nullptr, values, nullptr, nullptr, 0);
+    int n = 0;
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+      n = std::atoi(PQgetvalue(r, 0, 0));
+    } else {
+      ADD_FAILURE() << "pg_terminate_backend: " << PQresultErrorMessage(r);
+    }
+    PQclear(r);
+    return n;
+  }
+
  private:
   struct Connection {
     explicit Connection(const std::string& conninfo) : conn(PQconnectdb(conninfo.c_str())) {

@@ -32,10 +32,13 @@
 //   parameters; row batches are one statement with an array parameter
 //   (`seq = ANY($n::bigint[])`), never a round trip per task.
 // - The writer connection takes a session advisory lock on the schema at
-//   open and never reconnects: if it is lost, every later write fails with
-//   Unavailable and the engine must be reopened. Reconnecting would need the
-//   engine to reload its memory from the store (another engine may have
-//   written in between), which the Store contract cannot ask for yet. The
+//   open. If the connection is lost, the statement that finds out fails with
+//   Unavailable (reason kStoreUnavailable), and so does the engine's cycle;
+//   the engine then rebuilds its memory from the store, and the Begin() of
+//   that reload connects again and takes the lock again (EnsureWriter: at
+//   once, then no more often than a backoff of 100 ms doubling to 5 s, on
+//   the engine's clock; calls fail at once in between). Another engine that
+//   took the schema meanwhile keeps it: this one stays unavailable. The
 //   reader reconnects on its own: a read has no state to lose.
 #include "store/postgres/postgres_store.h"
 
@@ -213,6 +216,12 @@ std::string OneLine(std::string_view text) {
   return out;
 }
 
+// Unavailable with reason kStoreUnavailable: the server cannot be reached
+// (chronoqd answers 503 store_unavailable).
+Status StoreUnavailable(std::string message) {
+  return {StatusCode::kUnavailable, std::move(message), {}, StatusReason::kStoreUnavailable};
+}
+
 // A status for a failed libpq call. Lost connections, shutdowns, full disks,
 // conflicts and I/O errors are Unavailable (retry later), as SQLite's BUSY,
 // FULL and IOERR are; missing privileges FailedPrecondition; corruption
@@ -230,12 +239,12 @@ Status PgError(PGconn* conn, const PGresult* res, std::string_view what) {
   }
   if (state != nullptr) msg += std::string(" (SQLSTATE ") + state + ")";
   if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) {
-    return Status::Unavailable(msg + "; the connection to PostgreSQL is lost");
+    return StoreUnavailable(msg + "; the connection to PostgreSQL is lost");
   }
   const std::string_view code = state != nullptr ? state : "";
   const std::string_view cls = code.substr(0, 2);
   if (cls == "08" || cls == "40" || cls == "53" || cls == "57" || cls == "58") {
-    return Status::Unavailable(msg);
+    return StoreUnavailable(msg);
   }
   // Missing privileges are the operator's to grant (docs/OPERATIONS.md).
   if (code == "42501") return Status::FailedPrecondition(msg);
@@ -496,22 +505,31 @@ class Connection {
   // and statements.
   Status ConnectAgain() {
     if (conn_ != nullptr) PQfinish(conn_);
-    // A server that does not answer must not hold the engine up for ever.
+    // Whatever the old connection was in the middle of is gone with it.
+    copy_sql_ = nullptr;
+    copy_buf_.clear();
+    // A server that does not answer must not hold the engine up for long:
+    // connecting gives up after 5 s, and a statement sent to a server that
+    // vanished (a dead host: no reset ever comes) fails once its data has
+    // gone unacknowledged for 10 s (tcp_user_timeout), or, on an idle
+    // connection, after about a minute of unanswered keepalives.
     const char* keys[] = {"connect_timeout",
                           "fallback_application_name",
                           "keepalives_idle",
                           "keepalives_interval",
                           "keepalives_count",
+                          "tcp_user_timeout",
                           "dbname",
                           nullptr};
-    const char* values[] = {"10", app_name_.c_str(), "30", "10", "3", conninfo_.c_str(), nullptr};
+    const char* values[] = {"5", app_name_.c_str(), "30", "10", "3", "10000", conninfo_.c_str(),
+                            nullptr};
     conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
-    if (conn_ == nullptr) return Status::Unavailable("cannot connect to PostgreSQL: out of memory");
+    if (conn_ == nullptr) return StoreUnavailable("cannot connect to PostgreSQL: out of memory");
     if (PQstatus(conn_) != CONNECTION_OK) {
       std::string msg = OneLine(PQerrorMessage(conn_));
       PQfinish(conn_);
       conn_ = nullptr;
-      return Status::Unavailable("cannot connect to PostgreSQL: " + msg);
+      return StoreUnavailable("cannot connect to PostgreSQL: " + msg);
     }
     PQsetNoticeProcessor(conn_, &OnNotice, nullptr);
     CHRONOQ_RETURN_IF_ERROR(Run(session_sql_, "set up the session"));
@@ -646,7 +664,7 @@ class Connection {
 
   // A call after the connection was lost: libpq still holds why.
   Status Lost(std::string_view what) const {
-    return Status::Unavailable(
+    return StoreUnavailable(
         std::string(what) + ": the connection to PostgreSQL is lost" +
         (conn_ != nullptr ? " (" + OneLine(PQerrorMessage(conn_)) + ")" : ""));
   }
@@ -955,7 +973,7 @@ void AppendSchedule(Params& p, const ScheduleRow& r) {
 
 class PostgresStore final : public Store {
  public:
-  explicit PostgresStore(std::string schema) : schema_(std::move(schema)) {}
+  PostgresStore(std::string schema, Clock& clock) : schema_(std::move(schema)), clock_(clock) {}
   ~PostgresStore() override {
     // The server drops a session's locks only once its backend has exited,
     // a little after the connection closes: an engine opened right after
@@ -983,10 +1001,8 @@ class PostgresStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(CheckServer());
     // The writer idles between commits and must not be ended for it: with
     // it would go the schema's lock, and the engine.
-    if (PQserverVersion(writer_.raw()) >= 140000) {
-      CHRONOQ_RETURN_IF_ERROR(writer_.Run("SET idle_session_timeout TO 0", "set up the session"));
-    }
-    CHRONOQ_RETURN_IF_ERROR(LockSchema());
+    CHRONOQ_RETURN_IF_ERROR(KeepWriterSession());
+    CHRONOQ_RETURN_IF_ERROR(LockSchema(kLockPatience));
     CHRONOQ_RETURN_IF_ERROR(Migrate());
     for (const Sql* sql : kWriterStatements) CHRONOQ_RETURN_IF_ERROR(writer_.Prepare(*sql));
     writer_.SetBeforeStatement([this] { return !keyed_inserts_.empty(); },
@@ -1013,7 +1029,10 @@ class PostgresStore final : public Store {
     return meta;
   }
 
-  Status Begin() override { return writer_.Run("BEGIN", "begin"); }
+  Status Begin() override {
+    CHRONOQ_RETURN_IF_ERROR(EnsureWriter());
+    return writer_.Run("BEGIN", "begin");
+  }
   Status Commit() override {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.RunRows("COMMIT", "commit"));
     // After a failed statement PostgreSQL ends the transaction on COMMIT
@@ -1457,8 +1476,54 @@ class PostgresStore final : public Store {
   // An engine that just died (a crash, kill -9) leaves its lock for the few
   // milliseconds its backend takes to notice and exit, so a restart tries
   // for a while before it concludes that another engine is running.
-  Status LockSchema() {
-    const auto give_up = std::chrono::steady_clock::now() + kLockPatience;
+  // The writer idles between commits and must not be ended for it: with it
+  // would go the schema's lock, and the engine.
+  Status KeepWriterSession() {
+    if (PQserverVersion(writer_.raw()) < 140000) return {};
+    return writer_.Run("SET idle_session_timeout TO 0", "set up the session");
+  }
+
+  // The writer's connection and the schema's lock, made again if lost (see
+  // OpenPostgresStore): at once after a loss, then at most once per backoff
+  // (100 ms, doubling to 5 s), failing at once in between.
+  Status EnsureWriter() {
+    if (locked_ && !writer_.lost()) return {};
+    const Timestamp now = clock_.Now();
+    if (!reconnect_error_.empty() && now < next_reconnect_) {
+      return StoreUnavailable(
+          reconnect_error_ + " (next attempt in " +
+          std::to_string(std::chrono::ceil<std::chrono::milliseconds>(next_reconnect_ - now).count()) +
+          " ms)");
+    }
+    Status s = Reconnect();
+    if (s.ok()) {
+      if (!reconnect_error_.empty()) spdlog::info("postgres: the writer is connected again");
+      reconnect_error_.clear();
+      reconnect_backoff_ = kFirstReconnectBackoff;
+      return {};
+    }
+    if (reconnect_error_.empty()) spdlog::error("postgres: writer lost: {}", s.message());
+    reconnect_error_ = "lost the connection to PostgreSQL; reconnecting failed: " + s.message();
+    next_reconnect_ = now + reconnect_backoff_;
+    reconnect_backoff_ = std::min(2 * reconnect_backoff_, kLastReconnectBackoff);
+    return StoreUnavailable(reconnect_error_);
+  }
+  Status Reconnect() {
+    locked_ = false;
+    keyed_inserts_.clear();
+    CHRONOQ_RETURN_IF_ERROR(writer_.ConnectAgain());
+    CHRONOQ_RETURN_IF_ERROR(KeepWriterSession());
+    // Our old session may not have ended yet on the server: then the lock is
+    // still its, and the next attempt takes it.
+    Status locked = LockSchema(Duration::zero());
+    if (locked.code() == StatusCode::kFailedPrecondition) return StoreUnavailable(locked.message());
+    return locked;
+  }
+
+  // Takes the schema's engine lock, trying for up to `patience` (real time:
+  // opening waits for a crashed engine's session to end).
+  Status LockSchema(Duration patience) {
+    const auto give_up = std::chrono::steady_clock::now() + patience;
     for (;;) {
       CHRONOQ_ASSIGN_OR_RETURN(
           Rows r, writer_.ExecOnce("SELECT pg_try_advisory_lock($1::bigint)",
@@ -1549,7 +1614,15 @@ class PostgresStore final : public Store {
         .status();
   }
 
+  static constexpr Duration kFirstReconnectBackoff = std::chrono::milliseconds(100);
+  static constexpr Duration kLastReconnectBackoff = std::chrono::seconds(5);
+
   const std::string schema_;
+  Clock& clock_;
+  // While the writer cannot be made again: why, and when to try next.
+  std::string reconnect_error_;
+  Timestamp next_reconnect_;
+  Duration reconnect_backoff_ = kFirstReconnectBackoff;
   Connection writer_;    // engine loop thread only
   std::string copy_line_;               // Insert's scratch line
   std::vector<int64_t> keyed_inserts_;  // copied keyed rows whose cursors wait to move back
@@ -1590,7 +1663,8 @@ Result<std::unique_ptr<Store>> OpenPostgresStore(const PostgresOptions& options)
     return Status::InvalidArgument("store", "not a PostgreSQL connection string: " + why);
   }
   PQconninfoFree(parsed);
-  auto store = std::make_unique<PostgresStore>(options.schema);
+  auto store = std::make_unique<PostgresStore>(
+      options.schema, options.clock != nullptr ? *options.clock : SystemClock());
   CHRONOQ_RETURN_IF_ERROR(store->Open(options.conninfo));
   return std::unique_ptr<Store>(std::move(store));
 }

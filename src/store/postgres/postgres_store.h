@@ -19,6 +19,8 @@
 #include <string>
 #include <string_view>
 
+#include "chronoq/clock.h"
+
 #include "store/store.h"
 
 namespace chronoq {
@@ -30,6 +32,9 @@ struct PostgresOptions {
   // The schema holding chronoq's tables: 1-63 lower-case ASCII letters,
   // digits and underscores, not starting with a digit nor "pg_".
   std::string schema = "chronoq";
+  // Paces the writer's reconnection attempts (see OpenPostgresStore); must
+  // outlive the store. nullptr: the system clock.
+  Clock* clock = nullptr;
 };
 
 // Checks a schema name (PostgresOptions::schema): InvalidArgument naming the
@@ -40,6 +45,15 @@ Status ValidatePostgresSchema(std::string_view schema);
 // Errors: InvalidArgument (a bad schema name), Unavailable (the server cannot
 // be reached, with libpq's message), FailedPrecondition (the schema is open
 // in another engine; the database is not UTF8; the server is too old).
+//
+// Once open, a lost writer connection (a server restart, a failover,
+// pg_terminate_backend, the network) makes writes fail with Unavailable and
+// reason kStoreUnavailable, and Begin() connects again and takes the
+// schema's lock again: at once the first time, then no more often than a
+// backoff that doubles from 100 ms to 5 s (on options.clock), failing at
+// once in between. A transaction cut off by the loss is gone; whether its
+// COMMIT had been applied cannot be known (the caller reports Unavailable,
+// and the engine reloads its memory from the store).
 Result<std::unique_ptr<Store>> OpenPostgresStore(const PostgresOptions& options);
 
 }  // namespace chronoq
