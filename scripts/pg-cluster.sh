@@ -4,6 +4,10 @@
 #   scripts/pg-cluster.sh start DIR   a new cluster in DIR/data, listening on a
 #                                     Unix socket in DIR and on 127.0.0.1:PORT
 #   scripts/pg-cluster.sh stop DIR    stops it and removes DIR
+#   scripts/pg-cluster.sh crash DIR   stops it as a crash would (pg_ctl stop -m
+#                                     immediate: no checkpoint; the next start
+#                                     replays the WAL), keeping DIR
+#   scripts/pg-cluster.sh restart DIR starts it again, on the same port
 #
 # `start` writes DIR/conninfo (libpq key=value: host=DIR port=PORT
 # user=postgres dbname=postgres) and DIR/url (the same as a postgresql://
@@ -16,7 +20,7 @@
 set -euo pipefail
 
 usage() {
-  echo "usage: $0 start|stop DIR" >&2
+  echo "usage: $0 start|stop|crash|restart DIR" >&2
   exit 2
 }
 (($# == 2)) || usage
@@ -146,8 +150,25 @@ stop() {
   echo "pg-cluster: stopped; removed $dir"
 }
 
+crash() {
+  [[ -f $data/postmaster.pid ]] || die "no server runs in $data"
+  as_owner "$(find_bin)/pg_ctl" -D "$data" -m immediate -t 30 -w stop >/dev/null ||
+    die "the server in $data did not stop (see $log)"
+}
+
+restart() {
+  local bin port
+  bin=$(find_bin)
+  [[ -f $dir/conninfo ]] || die "no cluster in $dir (start it first)"
+  port=$(sed -n 's/.*port=\([0-9]*\).*/\1/p' "$dir/conninfo")
+  as_owner "$bin/pg_ctl" -D "$data" -l "$log" -o "-p $port" -t 60 -w start >/dev/null ||
+    die "the server did not start again within 60 s on port $port: $(tail -5 "$log" 2>/dev/null)"
+}
+
 case $cmd in
   start) start ;;
   stop) stop ;;
+  crash) crash ;;
+  restart) restart ;;
   *) usage ;;
 esac

@@ -222,6 +222,18 @@ Status StoreUnavailable(std::string message) {
   return {StatusCode::kUnavailable, std::move(message), {}, StatusReason::kStoreUnavailable};
 }
 
+// Whether a failed call means the connection is gone: libpq says so, or the
+// error is libpq's own (no SQLSTATE: "server closed the connection
+// unexpectedly", which libpq reports before it marks the connection bad),
+// or the server ended the session (class 08, 57P01-57P03: shutdown, crash).
+bool ConnectionFailed(PGconn* conn, const PGresult* res) {
+  if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) return true;
+  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  if (state == nullptr) return true;
+  const std::string_view code = state;
+  return code.starts_with("08") || code == "57P01" || code == "57P02" || code == "57P03";
+}
+
 // A status for a failed libpq call. Lost connections, shutdowns, full disks,
 // conflicts and I/O errors are Unavailable (retry later), as SQLite's BUSY,
 // FULL and IOERR are; missing privileges FailedPrecondition; corruption
@@ -238,7 +250,7 @@ Status PgError(PGconn* conn, const PGresult* res, std::string_view what) {
     msg += conn != nullptr ? OneLine(PQerrorMessage(conn)) : "out of memory";
   }
   if (state != nullptr) msg += std::string(" (SQLSTATE ") + state + ")";
-  if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) {
+  if (ConnectionFailed(conn, res)) {
     return StoreUnavailable(msg + "; the connection to PostgreSQL is lost");
   }
   const std::string_view code = state != nullptr ? state : "";
@@ -506,6 +518,7 @@ class Connection {
   Status ConnectAgain() {
     if (conn_ != nullptr) PQfinish(conn_);
     // Whatever the old connection was in the middle of is gone with it.
+    broken_ = false;
     copy_sql_ = nullptr;
     copy_buf_.clear();
     // A server that does not answer must not hold the engine up for long:
@@ -585,6 +598,7 @@ class Connection {
       if (lost()) return Lost("start a COPY");
       PgResult r(PQexec(conn_, copy_sql));
       if (r == nullptr || PQresultStatus(r.get()) != PGRES_COPY_IN) {
+        if (ConnectionFailed(conn_, r.get())) broken_ = true;
         return PgError(conn_, r.get(), "start a COPY");
       }
       copy_sql_ = copy_sql;
@@ -620,7 +634,7 @@ class Connection {
     }
   }
 
-  bool lost() const { return conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK; }
+  bool lost() const { return broken_ || conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK; }
   // In a transaction block (BEGIN), possibly inside one of our COPYs.
   bool in_transaction() const {
     return copy_sql_ != nullptr || transaction_status() == PQTRANS_INTRANS;
@@ -646,16 +660,23 @@ class Connection {
   Status PutCopyData() {
     const int sent = PQputCopyData(conn_, copy_buf_.data(), static_cast<int>(copy_buf_.size()));
     copy_buf_.clear();
-    if (sent != 1) return PgError(conn_, nullptr, "COPY rows");
+    if (sent != 1) {
+      broken_ = true;
+      return PgError(conn_, nullptr, "COPY rows");
+    }
     return {};
   }
   Status EndCopy() {
     if (copy_sql_ == nullptr) return {};
     copy_sql_ = nullptr;
     Status s = copy_buf_.empty() ? Status() : PutCopyData();
-    if (s.ok() && PQputCopyEnd(conn_, nullptr) != 1) s = PgError(conn_, nullptr, "end the COPY");
+    if (s.ok() && PQputCopyEnd(conn_, nullptr) != 1) {
+      broken_ = true;
+      s = PgError(conn_, nullptr, "end the COPY");
+    }
     PgResult r(PQgetResult(conn_));
     if (s.ok() && (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK)) {
+      if (ConnectionFailed(conn_, r.get())) broken_ = true;
       s = PgError(conn_, r.get(), "COPY rows");
     }
     while (PGresult* more = PQgetResult(conn_)) PQclear(more);
@@ -672,11 +693,15 @@ class Connection {
   Result<Rows> Check(PGresult* raw, std::string_view what) {
     PgResult r(raw);
     const ExecStatusType st = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return PgError(conn_, r.get(), what);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      if (ConnectionFailed(conn_, r.get())) broken_ = true;
+      return PgError(conn_, r.get(), what);
+    }
     return Rows(std::move(r));
   }
 
   PGconn* conn_ = nullptr;
+  bool broken_ = false;             // a call found the connection gone (ConnectionFailed)
   const char* copy_sql_ = nullptr;  // the open COPY, if any
   std::string copy_buf_;            // its lines not yet given to libpq
   std::function<bool()> pending_;

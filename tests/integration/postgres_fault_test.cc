@@ -1,0 +1,276 @@
+// chronoqd on PostgreSQL when PostgreSQL fails under it (the real binaries).
+//
+// - A crash of the server (pg_ctl stop -m immediate, then a start: a power
+//   cut for the database) under 4 writers and 4 workers: chronoqd does not
+//   crash, answers 503 store_unavailable meanwhile (and /healthz says the
+//   store is down), goes on once the server is back, and every acknowledged
+//   enqueue and ack is still there. This test restarts PostgreSQL, so it runs
+//   a cluster of its own (scripts/pg-cluster.sh), never the shared one.
+// - pg_terminate_backend of chronoqd's writer and reader sessions: it
+//   connects again and goes on.
+//
+// Real time passes here only as long as the server needs to come back and
+// chronoqd's reconnection backoff (at most 5 s); every wait has a deadline.
+#include <atomic>
+#include <fstream>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/http_client.h"
+#include "common/subprocess.h"
+#include "support/chronoqd_process.h"
+#include "support/eventually.h"
+#include "support/pg_test_db.h"
+#include "support/status_matchers.h"
+#include "support/temp_dir.h"
+
+#ifndef CHRONOQD_PATH
+#error "CHRONOQD_PATH (the chronoqd binary) must be defined for the test target"
+#endif
+#ifndef CHRONOQ_SOURCE_DIR
+#error "CHRONOQ_SOURCE_DIR (for scripts/pg-cluster.sh) must be defined for the test target"
+#endif
+
+namespace chronoq {
+namespace {
+
+using nlohmann::json;
+using test::Eventually;
+using test::IsOk;
+
+// A PostgreSQL cluster of the test's own (scripts/pg-cluster.sh), stopped and
+// removed when the test ends, whatever happened.
+class OwnCluster {
+ public:
+  ~OwnCluster() {
+    if (started_) Script("stop").IgnoreError();
+  }
+  Status Start() {
+    CHRONOQ_RETURN_IF_ERROR(Script("start"));
+    started_ = true;
+    return {};
+  }
+  Status Crash() { return Script("crash"); }
+  Status Restart() { return Script("restart"); }
+  std::string Url() const { return ReadFile(dir_.File("pg/url")); }
+
+ private:
+  static std::string ReadFile(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
+  Status Script(const char* command) {
+    SpawnOptions o;
+    o.argv = {CHRONOQ_SOURCE_DIR "/scripts/pg-cluster.sh", command, dir_.File("pg")};
+    Result<Subprocess::Completed> done =
+        Subprocess::Run(o, std::chrono::steady_clock::now() + std::chrono::seconds(120));
+    if (!done.ok()) return done.status();
+    if (done->code != 0) {
+      return Status::Internal(std::string("pg-cluster.sh ") + command + ": " +
+                              Subprocess::DescribeExit(done->code) + ": " + done->err);
+    }
+    return {};
+  }
+
+  test::TempDir dir_;
+  bool started_ = false;
+};
+
+std::unique_ptr<cli::HttpClient> Connect(const std::string& url) {
+  auto c = cli::HttpClient::Create(url, std::chrono::seconds(30));
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+// What the load saw: acknowledged enqueues and acks, 503s, anything else.
+struct Outcomes {
+  std::mutex mu;
+  std::set<std::string> enqueued, acked;
+  std::vector<std::string> unexpected;
+  std::atomic<int> unavailable{0};
+  std::atomic<int> enqueued_count{0};
+
+  // A 503 must be store_unavailable; any other failure is unexpected.
+  void Failed(const std::string& what, const Result<cli::HttpResponse>& r) {
+    if (r.ok() && r->status == 503 &&
+        json::parse(r->body, nullptr, false).value("/error/code"_json_pointer, "") ==
+            "store_unavailable") {
+      ++unavailable;
+      return;
+    }
+    std::lock_guard lock(mu);
+    unexpected.push_back(what + ": " +
+                         (r.ok() ? std::to_string(r->status) + " " + r->body
+                                 : r.status().ToString()));
+  }
+};
+
+TEST(PostgresFaultTest, APostgresCrashUnderLoadLosesNothingAcknowledged) {
+  OwnCluster cluster;
+  ASSERT_THAT(cluster.Start(), IsOk());
+  test::TempDir dir;
+  test::ChronoqdProcess server(test::ChronoqdOptions{
+      .binary = CHRONOQD_PATH,
+      .data_dir = dir.File("data"),
+      .args = {"--store", cluster.Url()},
+      .log = dir.File("chronoqd.log"),
+  });
+  ASSERT_THAT(server.Start(), IsOk());
+
+  Outcomes out;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      auto c = Connect(server.url());
+      if (!c) return;
+      bool retrying = false;
+      for (int i = 0; !stop.load();) {
+        const std::string id = "w" + std::to_string(w) + "-" + std::to_string(i);
+        auto r = c->Send("POST", "/v1/tasks", R"({"queue":"q","id":")" + id + "\"}", {});
+        // After a 503 the same id again: the outcome was unknown, and a
+        // 409 conflict now says the earlier attempt had committed.
+        const bool stored =
+            r.ok() && (r->status == 201 || (retrying && r->status == 409 &&
+                                            json::parse(r->body, nullptr, false)
+                                                    .value("/error/code"_json_pointer, "") ==
+                                                "conflict"));
+        if (stored) {
+          std::lock_guard lock(out.mu);
+          out.enqueued.insert(id);
+          ++out.enqueued_count;
+          ++i;
+          retrying = false;
+        } else {
+          out.Failed("enqueue " + id, r);
+          retrying = true;
+        }
+      }
+    });
+  }
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      auto c = Connect(server.url());
+      if (!c) return;
+      while (!stop.load()) {
+        auto r = c->Send("POST", "/v1/queues/q/claim",
+                         R"({"max":10,"lease_ms":600000,"wait_ms":100})", {});
+        if (!r.ok() || r->status != 200) {
+          out.Failed("claim", r);
+          continue;
+        }
+        const json claimed = json::parse(r->body);
+        json acks = json::array();
+        for (const json& t : claimed.at("tasks")) {
+          acks.push_back({{"id", t["id"]}, {"token", t["token"]}});
+        }
+        if (acks.empty()) continue;
+        auto a = c->Send("POST", "/v1/acks", json{{"acks", acks}}.dump(), {});
+        if (!a.ok() || a->status != 200) {
+          out.Failed("ack", a);  // the leases stay; they are not counted
+          continue;
+        }
+        const json results = json::parse(a->body);
+        std::lock_guard lock(out.mu);
+        for (const json& result : results.at("results")) {
+          if (result.value("ok", false)) out.acked.insert(result["id"].get<std::string>());
+        }
+      }
+    });
+  }
+  auto enqueued = [&] { return out.enqueued_count.load(); };
+  auto acked = [&] {
+    std::lock_guard lock(out.mu);
+    return out.acked.size();
+  };
+  auto health = [&]() -> int {
+    auto c = Connect(server.url());
+    auto r = c ? c->Send("GET", "/healthz", "", {}) : Result<cli::HttpResponse>(Status::Internal("no client"));
+    return r.ok() ? r->status : 0;
+  };
+
+  EXPECT_TRUE(Eventually([&] { return enqueued() >= 300 && acked() >= 100; },
+                         "300 acknowledged enqueues and 100 acks before the crash"));
+  ASSERT_THAT(cluster.Crash(), IsOk());
+  EXPECT_TRUE(Eventually([&] { return out.unavailable.load() > 0; },
+                         "a 503 store_unavailable while PostgreSQL is down"));
+  EXPECT_TRUE(Eventually([&] { return health() == 503; }, "/healthz to say the store is down"));
+  const int before_restart = enqueued();
+  ASSERT_THAT(cluster.Restart(), IsOk());
+  EXPECT_TRUE(Eventually([&] { return health() == 200; }, "/healthz to say the store is up"));
+  EXPECT_TRUE(Eventually([&] { return enqueued() >= before_restart + 300; },
+                         "300 more acknowledged enqueues after the restart"));
+  stop = true;
+  for (std::thread& t : threads) t.join();
+
+  EXPECT_THAT(out.unexpected, ::testing::IsEmpty());
+  EXPECT_GT(out.unavailable.load(), 0);
+  // Everything acknowledged is there, and every acknowledged ack held.
+  auto c = Connect(server.url());
+  ASSERT_NE(c, nullptr);
+  int missing = 0, not_succeeded = 0;
+  for (const std::string& id : out.enqueued) {
+    auto r = c->Send("GET", "/v1/tasks/" + id, "", {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    if (r->status != 200) {
+      ADD_FAILURE() << "GET " << id << ": " << r->status << " " << r->body;
+      ++missing;
+    } else if (out.acked.count(id) > 0 && json::parse(r->body)["state"] != "succeeded") {
+      ++not_succeeded;
+    }
+  }
+  EXPECT_EQ(missing, 0) << "of " << out.enqueued.size() << " acknowledged enqueues";
+  EXPECT_EQ(not_succeeded, 0) << "of " << out.acked.size() << " acknowledged acks";
+  // chronoqd never crashed: it stops cleanly.
+  EXPECT_THAT(server.Stop(SIGTERM), test::IsOkAndHolds(0));
+}
+
+TEST(PostgresFaultTest, ChronoqdConnectsAgainAfterItsSessionsAreTerminated) {
+  test::PgTestDatabase db;
+  ASSERT_TRUE(db.ok());
+  test::TempDir dir;
+  test::ChronoqdProcess server(test::ChronoqdOptions{
+      .binary = CHRONOQD_PATH,
+      .data_dir = dir.File("data"),
+      .args = {"--store", db.Url()},
+      .log = dir.File("chronoqd.log"),
+  });
+  ASSERT_THAT(server.Start(), IsOk());
+  auto c = Connect(server.url());
+  ASSERT_NE(c, nullptr);
+  auto before = c->Send("POST", "/v1/tasks", R"({"queue":"q","id":"before"})", {});
+  ASSERT_TRUE(before.ok() && before->status == 201);
+  ASSERT_EQ(c->Send("GET", "/v1/tasks/before", "", {})->status, 200);  // the reader exists
+
+  EXPECT_EQ(db.Terminate("chronoq writer"), 1);
+  EXPECT_EQ(db.Terminate("chronoq reader"), 1);
+  // At most the call that finds the writer gone fails; then it works again.
+  int attempts = 0;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        ++attempts;
+        auto r = c->Send("POST", "/v1/tasks", R"({"queue":"q","id":"after"})", {});
+        return r.ok() && r->status == 201;
+      },
+      "an enqueue to succeed after the sessions were terminated"));
+  EXPECT_LE(attempts, 2);
+  auto got = c->Send("GET", "/v1/tasks/before", "", {});
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(c->Send("GET", "/healthz", "", {})->status, 200);
+  EXPECT_THAT(server.Stop(SIGTERM), test::IsOkAndHolds(0));
+}
+
+}  // namespace
+}  // namespace chronoq
