@@ -31,14 +31,23 @@ endif()
 set(CHRONOQ_TEST_PG_DIR ${CMAKE_BINARY_DIR}/pg-test)
 
 # chronoq_add_test(NAME name SRCS a.cc ... [DEPS libs ...] [LABELS l ...]
-#                  [TIMEOUT seconds] [NO_MAIN] [POSTGRES])
+#                  [TIMEOUT seconds] [NO_MAIN] [POSTGRES]
+#                  [BOTH_STORES [ONCE gtest-pattern ...]])
 # Every test case gets a ctest timeout (default 60 s, a few times the slowest
 # case's normal time under ASan), so a hang fails fast and by name. NO_MAIN:
 # the test brings its own main() (it links gmock without gmock_main).
 # POSTGRES: every case requires the `postgres` fixture and finds the cluster's
-# conninfo file through $CHRONOQ_TEST_PG (tests/support/pg_test_db.h); label pg.
+# conninfo file through $CHRONOQ_TEST_PG (tests/support/pg_test_db.h); label pg
+# (or e2e-pg, ...: see below).
+# BOTH_STORES: ctest runs the binary's cases twice, once per store
+# (tests/support/test_store.h): as they are, on SQLite; and named
+# "pg.<case>", with CHRONOQ_TEST_STORE=postgres, as POSTGRES says. A case
+# whose name says Sqlite runs on SQLite only, one whose name says Postgres on
+# PostgreSQL only; ONCE names more cases (gtest patterns) that do not depend
+# on the store, so the second run leaves them out.
 function(chronoq_add_test)
-  cmake_parse_arguments(T "NO_MAIN;POSTGRES" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "NO_MAIN;POSTGRES;BOTH_STORES" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ONCE"
+    ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 60)
   endif()
@@ -57,16 +66,32 @@ function(chronoq_add_test)
     target_compile_options(${T_NAME} PRIVATE
       $<$<CONFIG:Release,RelWithDebInfo,MinSizeRel>:-Wno-restrict -Wno-maybe-uninitialized>)
   endif()
+  # One label per case: gtest_discover_tests takes a list of labels apart
+  # (CMake 3.25), so a case labelled e2e that runs on PostgreSQL is labelled
+  # e2e-pg. ctest -L takes a regular expression: -L e2e and -L pg both match it.
+  list(JOIN T_LABELS "-" _label)
+  set(_pg_label pg)
+  if(_label)
+    set(_pg_label ${_label}-pg)
+  endif()
   set(_properties TIMEOUT ${T_TIMEOUT})
+  set(_pg_properties ${_properties} FIXTURES_REQUIRED postgres
+    ENVIRONMENT CHRONOQ_TEST_PG=${CHRONOQ_TEST_PG_DIR}/conninfo LABELS ${_pg_label})
   if(T_POSTGRES)
-    list(APPEND T_LABELS pg)
-    list(APPEND _properties FIXTURES_REQUIRED postgres
-      ENVIRONMENT CHRONOQ_TEST_PG=${CHRONOQ_TEST_PG_DIR}/conninfo)
+    set(_properties ${_pg_properties})
+  elseif(_label)
+    list(APPEND _properties LABELS ${_label})
   endif()
-  if(T_LABELS)
-    list(APPEND _properties LABELS "${T_LABELS}")
+  if(NOT T_BOTH_STORES)
+    gtest_discover_tests(${T_NAME} PROPERTIES ${_properties} DISCOVERY_TIMEOUT 60)
+    return()
   endif()
-  gtest_discover_tests(${T_NAME} PROPERTIES ${_properties} DISCOVERY_TIMEOUT 60)
+  list(JOIN T_ONCE ":" _once)
+  gtest_discover_tests(${T_NAME} TEST_FILTER "-*Postgres*"
+    PROPERTIES ${_properties} DISCOVERY_TIMEOUT 60)
+  gtest_discover_tests(${T_NAME} TEST_PREFIX "pg." TEST_FILTER "-*Sqlite*:${_once}"
+    PROPERTIES ${_pg_properties} ENVIRONMENT_MODIFICATION CHRONOQ_TEST_STORE=set:postgres
+    DISCOVERY_TIMEOUT 60)
 endfunction()
 
 # chronoq_library(NAME lib DIR dir SRCS a.cc ... [HEADERS h ...]

@@ -13,7 +13,10 @@
 # user=postgres dbname=postgres) and DIR/url (the same as a postgresql://
 # URL), and leaves the server log in DIR/postgres.log. Authentication is
 # `trust`: anyone on this machine may connect, so it is for tests only.
-# Commits are durable as in production (fsync=on, synchronous_commit=on).
+# Commits are durable as in production (fsync=on, synchronous_commit=on),
+# unless PG_CLUSTER_FSYNC=off: then a commit is written to the OS but not
+# synced, so it survives a crash of any process (the server's too) but not
+# of the machine; ctest's cluster runs so (tests/CMakeLists.txt).
 # As root, the server runs as the `postgres` user (PostgreSQL refuses root),
 # and DIR is given to it. The server binaries are found in $PG_BIN, else in
 # the newest /usr/lib/postgresql/*/bin, else on $PATH.
@@ -99,14 +102,16 @@ start() {
     runuser -u postgres -- test -x "$dir" ||
       die "user postgres cannot reach $dir (a parent directory is not searchable)"
   fi
+  local fsync=${PG_CLUSTER_FSYNC:-on}
+  [[ $fsync == on || $fsync == off ]] || die "PG_CLUSTER_FSYNC must be on or off, not '$fsync'"
   as_owner "$bin/initdb" -D "$data" -U postgres --auth=trust --encoding=UTF8 --locale=C \
     >"$dir/initdb.log" 2>&1 || die "initdb failed: $(tail -5 "$dir/initdb.log")"
   cat >>"$data/postgresql.conf" <<EOF
 
-# pg-cluster.sh: a small cluster for tests, as durable as production.
+# pg-cluster.sh: a small cluster for tests (fsync: see PG_CLUSTER_FSYNC).
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
-fsync = on
+fsync = $fsync
 synchronous_commit = on
 full_page_writes = on
 shared_buffers = 16MB

@@ -335,6 +335,7 @@ TEST_F(EngineScheduleTest, ARestartNeverCreatesAnOccurrenceTwice) {
   for (int i = 0; i < 3; ++i) Restart(Duration::zero());
   EXPECT_EQ(Ids(TaskState::kScheduled), std::vector<std::string>{Id(minutes(1))});
   EXPECT_EQ(Ids(TaskState::kSucceeded), std::vector<std::string>{Id(Duration::zero())});
+  EXPECT_EQ(Get().runs, 1);
 }
 
 TEST_F(EngineScheduleTest, AnOccurrenceAnotherWriterCreatedFirstIsAdoptedNotDuplicated) {
@@ -423,6 +424,8 @@ TEST_F(EngineScheduleTest, DeleteRemovesTheScheduleAndItsNextOccurrenceButNotARu
   EXPECT_EQ(engine_->Get(Id(minutes(1))).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(engine_->Ack(running.id, running.token).ok());
   EXPECT_EQ(engine_->DeleteSchedule("tick").code(), StatusCode::kNotFound);
+  Restart(Duration::zero());
+  EXPECT_EQ(engine_->GetSchedule("tick").status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(EngineScheduleTest, ListPagesByNameAndFiltersByQueue) {

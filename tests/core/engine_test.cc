@@ -536,11 +536,44 @@ TEST_F(EngineTest, RestartKeepsTasksLeasesAndTokenOrder) {
   EXPECT_EQ(again->front().id, now_task.id);
   EXPECT_EQ(again->front().attempt, 2);
   EXPECT_GT(again->front().token, token);
+  EXPECT_EQ(engine_->Ack(now_task.id, token).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(engine_->Ack(now_task.id, again->front().token).ok());
   clock_.Advance(1h);
   auto due = engine_->Claim("q", 5, 30s);
   ASSERT_EQ(due->size(), 1u);
   EXPECT_EQ(due->front().id, later.id);
+}
+
+// What a task's end wrote stays after a restart: an acknowledged task is
+// succeeded, a failed one waits to retry with its error and attempt, and is
+// retried on time.
+TEST_F(EngineTest, AcknowledgedAndFailedTasksStaySoAfterARestart) {
+  const Task done = Add();
+  const Task failed = Add();
+  auto first = engine_->Claim("q", 1, 30s);
+  ASSERT_EQ(first->size(), 1u);
+  ASSERT_EQ(first->front().id, done.id);
+  ASSERT_TRUE(engine_->Ack(done.id, first->front().token).ok());
+  auto second = engine_->Claim("q", 1, 30s);
+  ASSERT_EQ(second->size(), 1u);
+  ASSERT_EQ(second->front().id, failed.id);
+  ASSERT_TRUE(engine_->Fail(failed.id, second->front().token, "try again", 1min).ok());
+  engine_.reset();
+
+  Open();
+  EXPECT_EQ(StateOf(done.id), TaskState::kSucceeded);
+  auto t = engine_->Get(failed.id);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->state, TaskState::kScheduled);
+  EXPECT_EQ(t->last_error, "try again");
+  EXPECT_EQ(t->attempt, 1);
+  EXPECT_TRUE(engine_->Claim("q", 5, 30s)->empty());
+  clock_.Advance(1min);
+  auto retry = engine_->Claim("q", 5, 30s);
+  ASSERT_EQ(retry->size(), 1u);
+  EXPECT_EQ(retry->front().id, failed.id);
+  EXPECT_EQ(retry->front().attempt, 2);
+  EXPECT_GT(retry->front().token, second->front().token);
 }
 
 TEST_F(EngineTest, AckManyReportsPerTask) {

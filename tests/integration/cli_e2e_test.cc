@@ -5,6 +5,7 @@
 // says what it waited for.
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,9 +19,9 @@
 #include "cli/http_client.h"
 #include "common/subprocess.h"
 #include "support/chronoqd_process.h"
-#include "support/engine_fixture.h"
 #include "support/eventually.h"
 #include "support/status_matchers.h"
+#include "support/test_store.h"
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -56,9 +57,13 @@ bool Dead(pid_t pid) {
 class CliE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    Result<test::TestStore> store = test::FreshStore(dir_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_.emplace(std::move(*store));
     server_ = std::make_unique<test::ChronoqdProcess>(test::ChronoqdOptions{
         .binary = CHRONOQD_PATH,
         .data_dir = dir_.File("data"),
+        .args = store_->ChronoqdArgs(),
         .log = dir_.File("chronoqd.log"),
     });
     ASSERT_THAT(server_->Start(), test::IsOk());
@@ -150,6 +155,7 @@ class CliE2eTest : public ::testing::Test {
   }
 
   test::TempDir dir_;
+  std::optional<test::TestStore> store_;  // the one CHRONOQ_TEST_STORE names; outlives server_
   std::unique_ptr<test::ChronoqdProcess> server_;
   std::unique_ptr<cli::HttpClient> client_;
   Subprocess worker_;

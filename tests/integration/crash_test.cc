@@ -25,7 +25,7 @@
 #include "chronoq/engine.h"
 
 #include "common/subprocess.h"
-#include "support/engine_fixture.h"
+#include "support/test_store.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -135,19 +135,18 @@ struct Reports {
 // How long RunAndKill waits for the child's reports before failing.
 constexpr auto kChildGiveUp = std::chrono::seconds(120);
 
-// Starts this binary again as a child (`--crash-child` `args`...) that
-// reports on descriptors kFirstFd and kSecondFd and never exits; reads what
-// it reports until enough(reports), kills it with SIGKILL wherever it is,
-// and reads what it had reported before dying. Use inside
-// ASSERT_NO_FATAL_FAILURE.
-void RunAndKill(const std::vector<std::string>& args,
+// Starts this binary again as a child (`--crash-child KIND URL ROUND`) that
+// runs on `store`, reports on descriptors kFirstFd and kSecondFd and never
+// exits; reads what it reports until enough(reports), kills it with SIGKILL
+// wherever it is, reads what it had reported before dying, and waits until
+// the store may be opened again. Use inside ASSERT_NO_FATAL_FAILURE.
+void RunAndKill(const test::TestStore& store, const std::string& kind, int round,
                 const std::function<bool(const Reports&)>& enough, Reports& out) {
   int first[2], second[2];
   ASSERT_EQ(pipe2(first, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(second, O_CLOEXEC), 0);
   SpawnOptions o;
-  o.argv = {"/proc/self/exe", "--crash-child"};
-  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.argv = {"/proc/self/exe", "--crash-child", kind, store.url(), std::to_string(round)};
   o.stdin_mode = Stdio::kNull;
   o.pass_fds = {{first[1], kFirstFd}, {second[1], kSecondFd}};
   Result<Subprocess> child = Subprocess::Spawn(o);
@@ -179,13 +178,14 @@ void RunAndKill(const std::vector<std::string>& args,
   }
   close(first[0]);
   close(second[0]);
+  ASSERT_TRUE(store.AwaitNoSessions());
 }
 
 TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
   test::TempDir dir;
-  Result<std::string> url = test::FreshStoreUrl(dir);
-  ASSERT_TRUE(url.ok()) << url.status().ToString();
-  const std::string store = *url;
+  Result<test::TestStore> test_store = test::FreshStore(dir);
+  ASSERT_TRUE(test_store.ok()) << test_store.status().ToString();
+  const std::string store = test_store->url();
   std::set<std::string> enqueued, acked;
 
   for (int round = 0; round < 3; ++round) {
@@ -194,8 +194,8 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
     const size_t target = 400 + 150 * static_cast<size_t>(round);
     Reports r;
     ASSERT_NO_FATAL_FAILURE(RunAndKill(
-        {"tasks", store, std::to_string(round)},
-        [&](const Reports& got) { return got.first.size() >= target; }, r));
+        *test_store, "tasks", round, [&](const Reports& got) { return got.first.size() >= target; },
+        r));
     enqueued.insert(r.first.begin(), r.first.end());
     acked.insert(r.second.begin(), r.second.end());
 
@@ -264,16 +264,16 @@ TEST(CrashTest, NothingAcknowledgedIsLostAfterSigkill) {
 
 TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
   test::TempDir dir;
-  Result<std::string> url = test::FreshStoreUrl(dir);
-  ASSERT_TRUE(url.ok()) << url.status().ToString();
-  const std::string store = *url;
+  Result<test::TestStore> test_store = test::FreshStore(dir);
+  ASSERT_TRUE(test_store.ok()) << test_store.status().ToString();
+  const std::string store = test_store->url();
   std::set<std::string> created, acked;
   for (int round = 0; round < 3; ++round) {
     // Kill it once it acknowledged some creations and some runs.
     const size_t target_created = 40 + 20 * static_cast<size_t>(round);
     Reports r;
     ASSERT_NO_FATAL_FAILURE(RunAndKill(
-        {"schedules", store, std::to_string(round)},
+        *test_store, "schedules", round,
         [&](const Reports& got) {
           return got.first.size() >= target_created && got.second.size() >= 100;
         },
@@ -352,12 +352,12 @@ TEST(CrashTest, SchedulesKeepOneOccurrenceInFlightAcrossSigkill) {
 
 TEST(CrashTest, AcknowledgedLockGrantsSurviveSigkill) {
   test::TempDir dir;
-  Result<std::string> url = test::FreshStoreUrl(dir);
-  ASSERT_TRUE(url.ok()) << url.status().ToString();
-  const std::string store = *url;
+  Result<test::TestStore> test_store = test::FreshStore(dir);
+  ASSERT_TRUE(test_store.ok()) << test_store.status().ToString();
+  const std::string store = test_store->url();
   Reports r;
   ASSERT_NO_FATAL_FAILURE(RunAndKill(
-      {"locks", store, "0"}, [](const Reports& got) { return got.first.size() >= 500; }, r));
+      *test_store, "locks", 0, [](const Reports& got) { return got.first.size() >= 500; }, r));
   const std::vector<std::string>& grants = r.first;
 
   EngineOptions o;

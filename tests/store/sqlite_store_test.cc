@@ -65,84 +65,13 @@ TEST_F(SqliteStoreTest, ASecondWriterOnTheSameFileIsRefusedUntilTheFirstCloses) 
   EXPECT_TRUE(second.ok()) << second.status().ToString();
 }
 
-// The saved cursor of a key (store.h) where SQLite keeps it, in key_cursors:
-// where reads start; never backwards, moved back to just before a task that
-// comes to wait before it, dropped when nothing lies before it. (What the
-// interface shows of it is stated in store_conformance_test.cc.)
+// The saved cursor of a key (store.h) where SQLite keeps it, in key_cursors.
+// (What the interface shows of it is stated in store_conformance_test.cc.)
 TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
-  const int64_t q = Queue("q");
-  for (int64_t seq = 1; seq <= 5; ++seq) InsertCommitted(KeyedScheduled(seq, q, kBase));
-  auto saved = [&] {
-    return QueryText(path_,
-                     "SELECT seq FROM key_cursors WHERE qid=" + std::to_string(q) + " AND key='k'");
-  };
-  auto head = [&]() -> int64_t {
-    Result<std::vector<DueEntry>> h = store_->KeyHeads(q, "k", std::nullopt, 1);
-    EXPECT_TRUE(h.ok()) << h.status().ToString();
-    return h.ok() && !h->empty() ? h->front().seq : 0;
-  };
-  // Only ever at a task that started (as the engine does).
-  auto save = [&](int64_t seq, Timestamp at = kBase) {
-    ASSERT_TRUE(store_->Begin().ok());
-    ASSERT_TRUE(store_->SaveKeyCursor(q, "k", KeyPosition{at, 0, seq}).ok());
-    ASSERT_TRUE(store_->Commit().ok());
-  };
-  auto start = [&](std::vector<int64_t> seqs) {
-    ASSERT_TRUE(store_->Begin().ok());
-    ASSERT_TRUE(store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow).ok());
-    ASSERT_TRUE(store_->Commit().ok());
-  };
-  EXPECT_EQ(saved(), "");  // none yet: reads start at the beginning
-  start({1, 2});
-  EXPECT_EQ(head(), 3);
-  save(2);
-  EXPECT_EQ(saved(), "2");
-  EXPECT_EQ(head(), 3);
-  EXPECT_EQ(*store_->CountKeyPending(q, "k", std::nullopt), 3);
-  start({3});
-  save(3);
-  EXPECT_EQ(saved(), "3");
-  EXPECT_EQ(head(), 4);
-  save(1);  // never backwards
-  EXPECT_EQ(saved(), "3");
-
-  // A task enqueued earlier in the line moves the cursor back.
-  InsertCommitted(KeyedScheduled(6, q, kBase - seconds(1)));
-  EXPECT_EQ(saved(), "5");  // just before seq 6, at its earlier due
-  EXPECT_EQ(head(), 6);
-  start({6});
-  save(6, kBase - seconds(1));
-  EXPECT_EQ(saved(), "6");
-  // ... and so does a task rescheduled to wait earlier, or retried by hand.
-  ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_TRUE(store_->Move({5, TaskState::kScheduled, kBase - seconds(5), {}, 0, kNow, true}).ok());
-  ASSERT_TRUE(store_->Commit().ok());
-  EXPECT_EQ(saved(), "4");
-  EXPECT_EQ(head(), 5);
-  // A task waiting to retry has started: it moves nothing.
-  ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_TRUE(
-      store_->Move({1, TaskState::kScheduled, kBase - seconds(9), {}, {}, kNow, true}).ok());
-  ASSERT_TRUE(store_->Commit().ok());
-  EXPECT_EQ(saved(), "4");
-  EXPECT_EQ(head(), 5);
-
-  // Once no task of the key lies at or before it, the cursor is dropped.
-  start({5, 4});
-  save(4);
-  EXPECT_EQ(saved(), "4");
-  EXPECT_EQ(head(), 0);
-  ASSERT_TRUE(store_->Begin().ok());
-  for (int64_t seq : {1, 2, 3, 5, 6}) ASSERT_TRUE(store_->Delete(seq).ok());
-  ASSERT_TRUE(store_->Commit().ok());
-  EXPECT_EQ(saved(), "4");  // task 4 is still there
-  ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_TRUE(store_->MarkSucceeded({4}, kNow, kNow).ok());
-  Result<Purged> purged = store_->PurgeFinished(kNow, 100);
-  ASSERT_TRUE(purged.ok()) << purged.status().ToString();
-  ASSERT_TRUE(store_->Commit().ok());
-  EXPECT_EQ(purged->rows, 1);
-  EXPECT_EQ(saved(), "");
+  ExpectSavedKeyCursorRules([&](int64_t qid) {
+    return QueryText(
+        path_, "SELECT seq FROM key_cursors WHERE qid=" + std::to_string(qid) + " AND key='k'");
+  }, /*started_tasks_hold_it=*/true);
 }
 
 TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {

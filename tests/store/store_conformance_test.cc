@@ -1,7 +1,8 @@
 // The Store contract (store/store.h), stated once for every store: each test
 // runs on each factory of store_factory.h. A test here may use only the Store
 // interface; what one store does its own way (SQLite's WAL, lock file, older
-// schema versions) is tested beside that store (sqlite_store_test.cc).
+// schema versions; PostgreSQL's schemas, engine lock, types) is tested beside
+// that store (sqlite_store_test.cc, postgres_store_test.cc).
 //
 // Sections follow store.h: meta and transactions, queues, tasks, the
 // transitions, the window and purge, keyed tasks, locks, schedules, readers.
@@ -119,6 +120,12 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreFactory>,
 
   std::unique_ptr<test::ScratchStore> scratch_;
 };
+
+// Each store of store_factory.h is one instantiation. ctest runs the
+// PostgreSQL one (its tests' names say Postgres) on the test cluster, in a
+// run of its own; the SQLite one (at the end of this file) needs nothing.
+INSTANTIATE_TEST_SUITE_P(Postgres, StoreConformanceTest,
+                         ::testing::Values(test::PostgresStoreFactory()), test::StoreFactoryName);
 
 // --- meta and transactions ---------------------------------------------------------
 
@@ -894,6 +901,47 @@ TEST_P(StoreConformanceTest, SetResponseChangesOnlyTheResponse) {
   EXPECT_EQ(Find(10)->response, "HTTP 200");
 }
 
+// Workers' errors and webhook responses are kept byte for byte, NUL bytes
+// and invalid UTF-8 included: they come from outside, and a store that
+// refused them would fail the whole commit.
+TEST_P(StoreConformanceTest, ErrorsAndResponsesKeepEveryByte) {
+  const std::string error("boom\0\xff\xfe tail", 12);
+  const std::string response("HTTP 500: \x80\x00{}", 14);
+  const int64_t q = Queue("q");
+  TaskRow row = Scheduled(1, q, kNow);
+  row.last_error = error;
+  InsertCommitted(row);
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_THAT(store_->SetResponse(1, response), IsOk());
+  ASSERT_THAT(store_->Move({.seq = 1,
+                            .state = TaskState::kDead,
+                            .due = std::nullopt,
+                            .last_error = error + "!",
+                            .attempt = 3,
+                            .now = kNow}),
+              IsOk());
+  ASSERT_TRUE(store_->Commit().ok());
+  std::optional<TaskRow> got = Find(1);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->last_error, error + "!");
+  EXPECT_EQ(got->response, response);
+  std::optional<Store::ReadRow> read = Read(1);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->row.last_error, error + "!");
+  EXPECT_EQ(read->row.response, response);
+
+  ScheduleRow s;
+  s.name = "s";
+  s.qid = q;
+  s.spec = "{}";
+  s.last_error = error;
+  Result<std::optional<int64_t>> sid = store_->InsertSchedule(s);
+  ASSERT_TRUE(sid.ok() && sid->has_value()) << sid.status().ToString();
+  Result<std::optional<ScheduleRow>> back = store_->FindSchedule(**sid);
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ((*back)->last_error, error);
+}
+
 // --- the window and purge ----------------------------------------------------------
 
 TEST_P(StoreConformanceTest, LoadScheduledRangeLimitAndOrder) {
@@ -1186,7 +1234,8 @@ TEST_P(StoreConformanceTest, KeyedTasksWaitingToStartAreFoundByKeyInOrder) {
 // back by every write that makes a task wait to start at or before it, and
 // a key whose tasks were all purged or deleted starts afresh. (Where the
 // cursor lies, and that it never moves backwards and is dropped, changes no
-// answer: sqlite_store_test.cc looks at SQLite's table for those.)
+// answer: each store's own tests look at its table for those, with
+// StoreHelpers::ExpectSavedKeyCursorRules.)
 TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
   const int64_t q = Queue("q");
   for (int64_t seq = 1; seq <= 5; ++seq) InsertCommitted(KeyedScheduled(seq, q, kBase));
@@ -1352,12 +1401,20 @@ TEST_P(StoreConformanceTest, LocksAreSavedReplacedAndDeleted) {
     ASSERT_THAT(store_->DeleteLock("never-held"), IsOk());
   });
   EXPECT_EQ(locks(), (std::vector<Lock>{{"a", 3, "worker-3", kNow + seconds(50)}}));
+  // Saved twice in one transaction, the last one stands; an owner may be empty.
+  Committed([&] {
+    ASSERT_THAT(store_->SaveLock({"d", 5, "worker-5", kNow}), IsOk());
+    ASSERT_THAT(store_->SaveLock({"d", 6, "", kNow + seconds(60)}), IsOk());
+  });
+  const std::vector<Lock> held = {{"a", 3, "worker-3", kNow + seconds(50)},
+                                  {"d", 6, "", kNow + seconds(60)}};
+  EXPECT_EQ(locks(), held);
   ASSERT_THAT(store_->Begin(), IsOk());
   ASSERT_THAT(store_->SaveLock({"c", 4, "worker-4", kNow}), IsOk());
   ASSERT_THAT(store_->DeleteLock("a"), IsOk());
   store_->Rollback();
   Reopen();
-  EXPECT_EQ(locks(), (std::vector<Lock>{{"a", 3, "worker-3", kNow + seconds(50)}}));
+  EXPECT_EQ(locks(), held);
 }
 
 // --- schedules ---------------------------------------------------------------------
@@ -1554,6 +1611,31 @@ TEST_P(StoreConformanceTest, SchedulesDueBeforeIsStrictAndListingPagesWithinAQue
   EXPECT_EQ(names(store_->ListSchedules(q, "d", 2)), std::vector<std::string>{"e"});
   EXPECT_EQ(names(store_->ListSchedules(other, "", 10)), std::vector<std::string>{"b"});
   EXPECT_EQ(names(store_->ListSchedules(Queue("empty"), "", 10)), std::vector<std::string>{});
+}
+
+// Schedule names compare as bytes, whatever a database's collation says.
+TEST_P(StoreConformanceTest, SchedulesListInByteOrder) {
+  const int64_t q = Queue("q");
+  ASSERT_TRUE(store_->Begin().ok());
+  for (const char* name : {"b", "B", "a", "Z", "\xc3\xa9t\xc3\xa9", "_x"}) {
+    ScheduleRow s;
+    s.name = name;
+    s.qid = q;
+    s.spec = "{}";
+    ASSERT_TRUE(store_->InsertSchedule(s).ok()) << name;
+  }
+  ASSERT_TRUE(store_->Commit().ok());
+  Result<std::vector<ScheduleRow>> list = store_->ListSchedules(std::nullopt, "", 100);
+  ASSERT_THAT(list, IsOk());
+  std::vector<std::string> names;
+  for (const ScheduleRow& s : *list) names.push_back(s.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"B", "Z", "_x", "a", "b", "\xc3\xa9t\xc3\xa9"}));
+  // Pages go on in the same order.
+  Result<std::vector<ScheduleRow>> after = store_->ListSchedules(std::nullopt, "Z", 2);
+  ASSERT_THAT(after, IsOk());
+  names.clear();
+  for (const ScheduleRow& s : *after) names.push_back(s.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"_x", "a"}));
 }
 
 // --- readers -----------------------------------------------------------------------

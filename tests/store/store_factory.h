@@ -16,8 +16,10 @@
 
 #include "chronoq/result.h"
 
+#include "store/postgres/postgres_store.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/store.h"
+#include "support/pg_test_db.h"
 #include "support/temp_dir.h"
 
 namespace chronoq::test {
@@ -33,7 +35,7 @@ class ScratchStore {
 };
 
 struct StoreFactory {
-  // Names the instantiation and each test's parameter: "Sqlite".
+  // Names the instantiation and each test's parameter: "Sqlite", "Postgres".
   std::string name;
   // A fresh, empty store for one test.
   std::function<Result<std::unique_ptr<ScratchStore>>()> fresh;
@@ -61,6 +63,29 @@ class SqliteScratchStore final : public ScratchStore {
 inline StoreFactory SqliteStoreFactory() {
   return {"Sqlite", []() -> Result<std::unique_ptr<ScratchStore>> {
             return std::unique_ptr<ScratchStore>(std::make_unique<SqliteScratchStore>());
+          }};
+}
+
+// PostgreSQL: a database of its own on the test cluster ctest's `postgres`
+// fixture starts (support/pg_test_db.h), the store in its default schema.
+class PostgresScratchStore final : public ScratchStore {
+ public:
+  Result<std::unique_ptr<Store>> Open() override {
+    return OpenPostgresStore({.conninfo = database_.conninfo()});
+  }
+  bool ok() const { return database_.ok(); }
+
+ private:
+  PgTestDatabase database_;
+};
+
+inline StoreFactory PostgresStoreFactory() {
+  return {"Postgres", []() -> Result<std::unique_ptr<ScratchStore>> {
+            auto scratch = std::make_unique<PostgresScratchStore>();
+            if (!scratch->ok()) {
+              return Status::Unavailable("cannot make a database on the test cluster (see above)");
+            }
+            return std::unique_ptr<ScratchStore>(std::move(scratch));
           }};
 }
 

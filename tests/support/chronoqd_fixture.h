@@ -1,6 +1,7 @@
 // ChronoqdFixture: the fixture of the end-to-end tests. Each test starts the
 // real chronoqd (CHRONOQD_PATH, a compile definition of the test binary) on a
-// data directory of its own and talks to it over HTTP:
+// data directory and a store of its own (the one CHRONOQ_TEST_STORE names,
+// support/test_store.h) and talks to it over HTTP:
 //
 //   using WebhookE2eTest = test::ChronoqdFixture;
 //   TEST_F(WebhookE2eTest, Something) {
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,8 +25,8 @@
 
 #include "cli/http_client.h"
 #include "support/chronoqd_process.h"
-#include "support/engine_fixture.h"
 #include "support/status_matchers.h"
+#include "support/test_store.h"
 
 #ifndef CHRONOQD_PATH
 #error "CHRONOQD_PATH (the chronoqd binary) must be defined for the test target"
@@ -34,9 +36,18 @@ namespace chronoq::test {
 
 class ChronoqdFixture : public ::testing::Test {
  protected:
-  // Starts chronoqd on the test's data directory (again, after a Stop: on
-  // the same data, at a new port).
+  // Starts chronoqd on the test's data directory and store (again, after a
+  // Stop: on the same data, at a new port).
   void Launch(std::vector<std::string> args = {}, std::vector<std::string> env = {}) {
+    server_.reset();
+    if (!store_) {
+      Result<TestStore> store = FreshStore(dir_);
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      store_.emplace(std::move(*store));
+    }
+    ASSERT_TRUE(store_->AwaitNoSessions());
+    const std::vector<std::string> store_args = store_->ChronoqdArgs();
+    args.insert(args.begin(), store_args.begin(), store_args.end());
     server_ = std::make_unique<ChronoqdProcess>(ChronoqdOptions{
         .binary = CHRONOQD_PATH,
         .data_dir = dir_.File("data"),
@@ -66,6 +77,7 @@ class ChronoqdFixture : public ::testing::Test {
   }
 
   TempDir dir_;
+  std::optional<TestStore> store_;  // outlives server_
   std::unique_ptr<ChronoqdProcess> server_;
   std::unique_ptr<cli::HttpClient> client_;
 };

@@ -1,11 +1,10 @@
 // EngineFixture: an Engine on a FakeClock over a fresh, empty store, the one
-// FreshStoreUrl picks.
+// CHRONOQ_TEST_STORE names (support/test_store.h).
 #pragma once
 
-#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
-#include <string_view>
 
 #include <gtest/gtest.h>
 
@@ -14,23 +13,9 @@
 
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"
+#include "support/test_store.h"
 
 namespace chronoq::test {
-
-// The file of a SQLite store in `dir`.
-inline std::string SqliteFile(const TempDir& dir) { return dir.File("chronoq.db"); }
-
-// The store URL (EngineOptions::store) of a fresh, empty store for one test in
-// `dir`: the one place that decides which store the engine tests run on. The
-// environment variable CHRONOQ_TEST_STORE names it: unset or "sqlite", a
-// SQLite file in `dir`. No other store is supported yet.
-inline Result<std::string> FreshStoreUrl(const TempDir& dir) {
-  const char* env = std::getenv("CHRONOQ_TEST_STORE");
-  const std::string_view store = env != nullptr ? env : "";
-  if (store.empty() || store == "sqlite") return SqliteFile(dir);
-  return Status::InvalidArgument(
-      "CHRONOQ_TEST_STORE", "\"" + std::string(store) + "\" is not supported yet (known: sqlite)");
-}
 
 class EngineFixture : public ::testing::Test {
  protected:
@@ -49,9 +34,10 @@ class EngineFixture : public ::testing::Test {
   void Open() { Open(Options()); }
   void SetUp() override {
     if (store_url_.empty()) {
-      Result<std::string> url = FreshStoreUrl(dir_);
-      ASSERT_TRUE(url.ok()) << url.status().ToString();
-      store_url_ = *url;
+      Result<TestStore> store = FreshStore(dir_);
+      ASSERT_TRUE(store.ok()) << store.status().ToString();
+      store_.emplace(std::move(*store));
+      store_url_ = store_->url();
     }
     Open();
   }
@@ -73,8 +59,10 @@ class EngineFixture : public ::testing::Test {
   }
 
   TempDir dir_;
-  // The store every engine of the test opens: FreshStoreUrl's, unless the
-  // fixture set one before SetUp (SqliteOnly).
+  // The store every engine of the test opens: FreshStore's, unless the
+  // fixture set a URL before SetUp (SqliteOnly). Declared before engine_,
+  // so the engine closes before a PostgreSQL database is dropped.
+  std::optional<TestStore> store_;
   std::string store_url_;
   FakeClock clock_;
   std::unique_ptr<Engine> engine_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -13,20 +14,21 @@
 #include "engine/store_url.h"
 #include "support/engine_fixture.h"
 #include "support/faulty_store.h"
+#include "support/test_store.h"
 
 namespace chronoq::test {
 
 class FaultyEngineFixture : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<std::string> url = FreshStoreUrl(dir_);
-    ASSERT_TRUE(url.ok()) << url.status().ToString();
-    store_url_ = *url;
+    Result<TestStore> store = FreshStore(dir_);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    test_store_.emplace(std::move(*store));
     Start();
   }
   void Start() {
     engine_.reset();
-    auto inner = OpenStoreUrl(store_url_);
+    auto inner = OpenStoreUrl(test_store_->url());
     ASSERT_TRUE(inner.ok()) << inner.status().ToString();
     auto faulty = std::make_unique<FaultyStore>(std::move(*inner));
     store_ = faulty.get();
@@ -39,7 +41,7 @@ class FaultyEngineFixture : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string store_url_;  // FreshStoreUrl's
+  std::optional<TestStore> test_store_;  // FreshStore's; outlives engine_
   FakeClock clock_;
   FaultyStore* store_ = nullptr;  // owned by engine_
   std::unique_ptr<Engine> engine_;

@@ -735,13 +735,24 @@ constexpr Sql kQueueCounts{"queue_counts",
 
 // A taken name is not an error (it would abort the transaction): the row is
 // simply not inserted, and Insert sees no row affected.
-constexpr Sql kInsert{
-    "insert",
-    "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at,"
-    " token, last_error, updated, backoff_base, backoff_cap, target, sid, key, korder)"
-    " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,"
-    " CASE WHEN $18::text IS NOT NULL THEN $4::bigint END)"
-    " ON CONFLICT (name) WHERE name IS NOT NULL DO NOTHING"};
+#define CHRONOQ_PG_INSERT_TASK                                                                  \
+  "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at," \
+  " token, last_error, updated, backoff_base, backoff_cap, target, sid, key, korder)"           \
+  " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,"                     \
+  " CASE WHEN $18::text IS NOT NULL THEN $4::bigint END)"                                       \
+  " ON CONFLICT (name) WHERE name IS NOT NULL DO NOTHING"
+constexpr Sql kInsert{"insert", CHRONOQ_PG_INSERT_TASK};
+// A keyed row, and kKeyCursorLower for it, in one statement: the engine loop
+// waits for each statement's round trip, and every keyed enqueue needs both.
+// The count is 0 when the name was taken (nothing written).
+constexpr Sql kInsertKeyed{
+    "insert_keyed",
+    "WITH t AS (" CHRONOQ_PG_INSERT_TASK
+    " RETURNING qid, key, korder, prio, seq, state, attempt),"
+    " lowered AS (UPDATE key_cursors AS c SET korder=t.korder, prio=t.prio, seq=t.seq - 1 FROM t"
+    "   WHERE t.state=0 AND t.attempt=0 AND c.qid=t.qid AND c.key=t.key"
+    "   AND (c.korder, c.prio, c.seq) >= (t.korder, t.prio, t.seq))"
+    " SELECT count(*) FROM t"};
 constexpr Sql kOverwrite{
     "overwrite",
     "UPDATE tasks SET qid=$2, state=$3, due=$4, prio=$5, attempt=$6, max_attempts=$7,"
@@ -754,6 +765,9 @@ constexpr Sql kDelete{"delete", "DELETE FROM tasks WHERE seq=$1 RETURNING qid, k
 constexpr Sql kBySeq{"by_seq", "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t WHERE t.seq=$1"};
 constexpr Sql kByName{"by_name", "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t WHERE t.name=$1"};
 // SET expressions read the row as it was: run_at takes the old due.
+//
+// The state tests: CHRONOQ_PG_STATE_IS (rows found by seq go through the
+// primary key only).
 constexpr Sql kMarkRunning{
     "mark_running",
     "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3"
@@ -894,6 +908,7 @@ constexpr const Sql* kWriterStatements[] = {
     &kKeyCursor,      &kKeyCursorSave, &kKeyCursorLower, &kKeyCursorDrop, &kKeyRetries,
     &kScheduleInsert, &kScheduleSave,  &kScheduleDelete, &kScheduleBySid, &kScheduleByName,
     &kSchedulesDue,   &kSchedulesList, &kLockSave,       &kLockDelete,    &kLocks,
+    &kInsertKeyed,
 };
 
 #define CHRONOQ_PG_READ_COLS \
@@ -1164,10 +1179,12 @@ class PostgresStore final : public Store {
     }
     Params p;
     AppendTask(p, r);
+    if (r.key) {
+      CHRONOQ_ASSIGN_OR_RETURN(Rows done, writer_.Exec(kInsertKeyed, p, "insert task"));
+      return done.Int(0, 0) > 0;  // 0: the name is taken
+    }
     CHRONOQ_ASSIGN_OR_RETURN(Rows done, writer_.Exec(kInsert, p, "insert task"));
-    if (done.affected() == 0) return false;  // the name is taken
-    if (r.key) CHRONOQ_RETURN_IF_ERROR(LowerKeyCursors({r.seq}));
-    return true;
+    return done.affected() > 0;  // 0: the name is taken
   }
 
   Status Overwrite(const TaskRow& r) override {
