@@ -8,8 +8,9 @@
 // One engine per schema: the writer holds a session-level advisory lock for
 // the store's life, so a second Open of the same schema fails with
 // FailedPrecondition. PostgreSQL releases the lock when the session ends,
-// crash or not, and the writer never reconnects (see the .cc): a write can
-// only ever reach the database through the session that holds the lock.
+// crash or not; a writer that lost its session takes the lock again before
+// it writes again (OpenPostgresStore below), so a write only ever reaches
+// the database through a session that holds the lock.
 //
 //   Result<std::unique_ptr<Store>> store = OpenPostgresStore(
 //       {.conninfo = "postgresql://chronoq@db.example/jobs", .schema = "chronoq"});
