@@ -16,6 +16,28 @@ bool IsPostgresScheme(std::string_view scheme) {
   return scheme == "postgres" || scheme == "postgresql";
 }
 
+// Whether `url` is a libpq key=value connection string ("host=/run/pg
+// dbname=jobs"): it starts with one of libpq's usual keywords and '='. A
+// SQLite path never does (it would be "host=..." as a file name: write it
+// as sqlite:host=... then).
+bool LooksLikeConninfo(std::string_view url) {
+  static constexpr std::string_view kKeywords[] = {
+      "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service",
+      "sslmode", "connect_timeout", "application_name", "options", "target_session_attrs",
+      "schema"};
+  const size_t start = url.find_first_not_of(" \t");
+  if (start == std::string_view::npos) return false;
+  url.remove_prefix(start);
+  const size_t eq = url.find('=');
+  if (eq == std::string_view::npos) return false;
+  std::string_view key = url.substr(0, eq);
+  while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.remove_suffix(1);
+  for (std::string_view k : kKeywords) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<SqliteOptions> ParseSqliteUrl(std::string_view url) {
@@ -78,8 +100,65 @@ Result<PostgresOptions> ParsePostgresUrl(std::string_view url) {
   return options;
 }
 
+Result<PostgresOptions> ParsePostgresConninfo(std::string_view conninfo) {
+  PostgresOptions options;
+  bool schema_seen = false;
+  std::string rest;
+  size_t i = 0;
+  while (i < conninfo.size()) {
+    if (conninfo[i] == ' ' || conninfo[i] == '\t' || conninfo[i] == '\n') {
+      ++i;
+      continue;
+    }
+    // key [spaces] = [spaces] value, the value bare or 'quoted' with \' and \\.
+    const size_t begin = i;
+    const size_t eq = conninfo.find('=', i);
+    if (eq == std::string_view::npos) {
+      return Status::InvalidArgument("store", "not a PostgreSQL connection string: \"" +
+                                                  std::string(conninfo.substr(begin)) +
+                                                  "\" is not key=value");
+    }
+    std::string_view key = conninfo.substr(begin, eq - begin);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.remove_suffix(1);
+    i = eq + 1;
+    while (i < conninfo.size() && (conninfo[i] == ' ' || conninfo[i] == '\t')) ++i;
+    std::string value;
+    if (i < conninfo.size() && conninfo[i] == '\'') {
+      for (++i; i < conninfo.size() && conninfo[i] != '\''; ++i) {
+        if (conninfo[i] == '\\' && i + 1 < conninfo.size()) ++i;
+        value += conninfo[i];
+      }
+      if (i >= conninfo.size()) {
+        return Status::InvalidArgument("store", "an unterminated quoted value in the connection string");
+      }
+      ++i;
+    } else {
+      while (i < conninfo.size() && conninfo[i] != ' ' && conninfo[i] != '\t' &&
+             conninfo[i] != '\n') {
+        value += conninfo[i++];
+      }
+    }
+    if (key == "schema") {
+      if (schema_seen) return Status::InvalidArgument("store", "schema is given twice");
+      schema_seen = true;
+      options.schema = value;
+      CHRONOQ_RETURN_IF_ERROR(ValidatePostgresSchema(options.schema));
+    } else {
+      if (!rest.empty()) rest += ' ';
+      rest += conninfo.substr(begin, i - begin);
+    }
+  }
+  options.conninfo = std::move(rest);
+  return options;
+}
+
 Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url, Clock* clock) {
   if (url.empty()) return Status::InvalidArgument("store", "must not be empty");
+  if (LooksLikeConninfo(url)) {
+    CHRONOQ_ASSIGN_OR_RETURN(PostgresOptions options, ParsePostgresConninfo(url));
+    options.clock = clock;
+    return OpenPostgresStore(options);
+  }
   const size_t colon = url.find(':');
   const size_t slashes = url.find("://");
   if (slashes != std::string_view::npos && slashes == colon && !url.starts_with(kSqliteScheme)) {

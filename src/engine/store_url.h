@@ -8,6 +8,8 @@
 //   "postgres://user@host/db?schema=jobs&sslmode=require"
 //                                             schema "jobs"; the other parameters
 //                                             are libpq's
+//   "host=/run/postgresql dbname=jobs schema=jobs"
+//                                             the same as libpq key=value pairs
 //
 // Errors are InvalidArgument naming the field "store".
 #pragma once
@@ -30,6 +32,13 @@ Result<SqliteOptions> ParseSqliteUrl(std::string_view url);
 // parameter, default "chronoq") and the URL libpq gets, which is the same
 // without that parameter.
 Result<PostgresOptions> ParsePostgresUrl(std::string_view url);
+
+// What a libpq key=value connection string says ("host=/run/pg dbname=jobs
+// schema=jobs"): the schema (its `schema` pair, default "chronoq") and the
+// string libpq gets, the same without that pair. OpenStoreUrl takes one for
+// PostgreSQL when it starts with one of libpq's usual keywords (host=,
+// dbname=, user=, port=, service=, ...).
+Result<PostgresOptions> ParsePostgresConninfo(std::string_view conninfo);
 
 // Opens the store `url` names. `clock` (nullptr: the system clock) paces
 // what the store does over time: PostgreSQL's reconnection attempts.

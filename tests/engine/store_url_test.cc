@@ -9,6 +9,7 @@
 #include "chronoq/engine.h"
 
 #include "support/engine_fixture.h"
+#include "support/pg_test_db.h"
 #include "support/status_matchers.h"
 
 namespace chronoq {
@@ -90,6 +91,35 @@ TEST(StoreUrlTest, EngineOpenUsesTheUrlAndBadOptionsWriteNothing) {
 
 TEST(StoreUrlTest, OpenWithAStoreOfOurOwnNeedsOne) {
   EXPECT_THAT(Engine::Open(EngineOptions{}, nullptr), StatusIs(StatusCode::kInvalidArgument));
+}
+
+TEST(StoreUrlTest, AKeyValueConninfoGoesToLibpqWithoutItsSchema) {
+  Result<PostgresOptions> plain = ParsePostgresConninfo("host=/run/pg dbname=jobs port=5432");
+  ASSERT_THAT(plain, IsOk());
+  EXPECT_EQ(plain->conninfo, "host=/run/pg dbname=jobs port=5432");
+  EXPECT_EQ(plain->schema, "chronoq");
+
+  Result<PostgresOptions> quoted =
+      ParsePostgresConninfo("host='/a b\\'c' schema = tenant_7 password='x y'");
+  ASSERT_THAT(quoted, IsOk());
+  EXPECT_EQ(quoted->conninfo, "host='/a b\\'c' password='x y'");
+  EXPECT_EQ(quoted->schema, "tenant_7");
+
+  for (const char* bad : {"host=h schema=Bad", "host=h schema=a schema=b", "host='open",
+                          "host=h dbname"}) {
+    Result<PostgresOptions> r = ParsePostgresConninfo(bad);
+    EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument)) << bad;
+    EXPECT_EQ(r.status().field(), "store") << bad;
+  }
+}
+
+// (Its name says Postgres: it runs in the PostgreSQL run, on the test cluster.)
+TEST(StoreUrlPostgresTest, AKeyValueConninfoOpensThePostgresStore) {
+  test::PgTestDatabase db;
+  ASSERT_TRUE(db.ok());
+  Result<std::unique_ptr<Store>> store = OpenStoreUrl(db.conninfo() + " schema=kv");
+  ASSERT_THAT(store, IsOk());
+  EXPECT_EQ(db.QueryText("SELECT count(*) FROM pg_namespace WHERE nspname = 'kv'"), "1");
 }
 
 }  // namespace
