@@ -313,6 +313,69 @@ class Store {
     int64_t after_seq = 0;
   };
   virtual Result<std::vector<ReadRow>> List(const ListQuery& q) = 0;
+
+  // --- copying a whole store (writer; chronoq-admin copy, no engine open) ---
+  // A copy carries every row of every table with its ids (seq, qid, sid) and
+  // what the meta table holds, so that an engine on the copy behaves exactly
+  // as one on the original would have. The import methods write into an
+  // empty store (CountRows all zero), inside the caller's transaction; they
+  // fail (the transaction must be rolled back) when a row's id or name is
+  // taken. A column or meta field added to the schema must be added here
+  // too: tests/admin/copy_schema_test.cc fails until it is.
+
+  // A task row with every column it has, including those the engine writes
+  // but never reads back.
+  struct StoredTask {
+    TaskRow row;                      // response included
+    std::optional<Timestamp> korder;  // a keyed task's place in its key's line
+  };
+  // A key's saved cursor (SaveKeyCursor).
+  struct KeyCursorRow {
+    int64_t qid = 0;
+    std::string key;
+    KeyPosition at;
+  };
+  // What the store keeps besides its rows.
+  struct CopyMeta {
+    uint64_t next_token = 1;  // StoreMeta::next_token: the fencing-token ceiling
+    int64_t last_sid = 0;     // the largest schedule id ever handed out, deleted ones too
+    friend bool operator==(const CopyMeta&, const CopyMeta&) = default;
+  };
+  // How many rows each table holds.
+  struct RowCounts {
+    std::array<int64_t, 5> tasks{};  // by TaskState
+    int64_t queues = 0;
+    int64_t schedules = 0;
+    int64_t locks = 0;
+    int64_t key_cursors = 0;
+    int64_t total_tasks() const { return tasks[0] + tasks[1] + tasks[2] + tasks[3] + tasks[4]; }
+    bool empty() const { return *this == RowCounts{}; }
+    friend bool operator==(const RowCounts&, const RowCounts&) = default;
+  };
+  virtual Result<RowCounts> CountRows() = 0;
+  virtual Result<CopyMeta> ExportMeta() = 0;
+  // Raises the store's meta to `meta`, field by field; never lowers one.
+  virtual Status ImportMeta(const CopyMeta& meta) = 0;
+  // Up to `limit` task rows with seq > after_seq, by seq.
+  virtual Result<std::vector<StoredTask>> ExportTasks(int64_t after_seq, int limit) = 0;
+  // Inserts the rows as they are (every column, korder included), leaving
+  // the key cursors alone.
+  virtual Status ImportTasks(const std::vector<StoredTask>& rows) = 0;
+  // Inserts queues as they are (qid, name, settings, flags, counts); a queue
+  // created later (QueueId) gets a qid above every imported one. Export:
+  // Queues().
+  virtual Status ImportQueues(const std::vector<QueueRow>& queues) = 0;
+  // Inserts schedules with their sids; InsertSchedule later hands out sids
+  // above them. Export: ListSchedules(nullopt, "", limit), by name.
+  virtual Status ImportSchedules(const std::vector<ScheduleRow>& rows) = 0;
+  // Up to `limit` saved key cursors after (after_qid, after_key), by (qid,
+  // key), keys compared byte by byte.
+  virtual Result<std::vector<KeyCursorRow>> ExportKeyCursors(int64_t after_qid,
+                                                             const std::string& after_key,
+                                                             int limit) = 0;
+  // Inserts saved key cursors as they are. (Locks need nothing new:
+  // LoadLocks and SaveLock carry every column.)
+  virtual Status ImportKeyCursors(const std::vector<KeyCursorRow>& rows) = 0;
 };
 
 }  // namespace chronoq

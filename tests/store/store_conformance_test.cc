@@ -1861,5 +1861,313 @@ TEST_P(StoreConformanceTest, ListFiltersByKey) {
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreConformanceTest,
                          ::testing::Values(test::SqliteStoreFactory()), test::StoreFactoryName);
 
+// --- copying a whole store (chronoq-admin copy) -------------------------------------
+// A copy goes from one store into another, empty one: each test here copies
+// between two stores of the factory it runs on (chronoq-admin's tests copy
+// across kinds).
+
+class StoreCopyConformanceTest : public StoreConformanceTest {
+ protected:
+  // The target of a copy: another fresh store of the same kind.
+  void OpenTarget() {
+    Result<std::unique_ptr<test::ScratchStore>> scratch = GetParam().fresh();
+    ASSERT_THAT(scratch, IsOk());
+    target_scratch_ = std::move(*scratch);
+    Result<std::unique_ptr<Store>> s = target_scratch_->Open();
+    ASSERT_THAT(s, IsOk());
+    target_ = std::move(s).value();
+  }
+  ~StoreCopyConformanceTest() override { target_.reset(); }
+
+  static std::vector<Store::StoredTask> AllTasks(Store& store) {
+    Result<std::vector<Store::StoredTask>> rows = store.ExportTasks(0, 1000);
+    EXPECT_THAT(rows, IsOk());
+    return rows.ok() ? *rows : std::vector<Store::StoredTask>();
+  }
+  static void ExpectSameTasks(const std::vector<Store::StoredTask>& got,
+                              const std::vector<Store::StoredTask>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE("seq " + std::to_string(want[i].row.seq));
+      ExpectSameRow(got[i].row, want[i].row);
+      EXPECT_EQ(got[i].row.response, want[i].row.response);
+      EXPECT_EQ(got[i].korder, want[i].korder);
+    }
+  }
+
+  std::unique_ptr<test::ScratchStore> target_scratch_;
+  std::unique_ptr<Store> target_;
+};
+
+TEST_P(StoreCopyConformanceTest, ANewStoreIsEmptyAndItsMetaIsTheStart) {
+  Result<Store::RowCounts> counts = store_->CountRows();
+  ASSERT_THAT(counts, IsOk());
+  EXPECT_TRUE(counts->empty());
+  Result<Store::CopyMeta> meta = store_->ExportMeta();
+  ASSERT_THAT(meta, IsOk());
+  EXPECT_EQ(*meta, (Store::CopyMeta{.next_token = 1, .last_sid = 0}));
+}
+
+TEST_P(StoreCopyConformanceTest, CountRowsCountsEveryTableAndTasksByState) {
+  const int64_t q = Queue("q");
+  Queue("other");
+  Committed([&] {
+    ASSERT_TRUE(*store_->Insert(Scheduled(1, q, kNow)));
+    ASSERT_TRUE(*store_->Insert(KeyedScheduled(2, q, kNow)));
+    ASSERT_TRUE(*store_->Insert(Row(3, q, TaskState::kRunning, kNow)));
+    ASSERT_TRUE(*store_->Insert(Row(4, q, TaskState::kDead, std::nullopt)));
+    ASSERT_TRUE(*store_->Insert(Row(5, q, TaskState::kDead, std::nullopt)));
+    ASSERT_TRUE(*store_->Insert(Row(6, q, TaskState::kCancelled, kNow)));
+    ASSERT_THAT(store_->InsertSchedule(NewSchedule("nightly", q)), IsOk());
+    ASSERT_THAT(store_->SaveLock({"k1", 5, "me", kNow}), IsOk());
+    ASSERT_THAT(store_->SaveKeyCursor(q, "k", KeyPosition::Before(kNow, 0, 2)), IsOk());
+  });
+  Result<Store::RowCounts> counts = store_->CountRows();
+  ASSERT_THAT(counts, IsOk());
+  EXPECT_EQ(counts->tasks, (std::array<int64_t, 5>{2, 1, 0, 1, 2}));
+  EXPECT_EQ(counts->total_tasks(), 6);
+  EXPECT_EQ(counts->queues, 2);
+  EXPECT_EQ(counts->schedules, 1);
+  EXPECT_EQ(counts->locks, 1);
+  EXPECT_EQ(counts->key_cursors, 1);
+  EXPECT_FALSE(counts->empty());
+}
+
+// Every column, korder and response included, read back by ExportTasks and
+// written as they are by ImportTasks; pages by seq.
+TEST_P(StoreCopyConformanceTest, TasksExportAndImportWithEveryColumnBySeqPages) {
+  const int64_t q = Queue("q");
+  Committed([&] {
+    ASSERT_TRUE(*store_->Insert(FullRow(10, q)));
+    ASSERT_THAT(store_->SetResponse(10, std::string("500 \0\xff\n\\\t", 9)), IsOk());
+    // Keyed, claimed: korder keeps the due it waited to start at.
+    ASSERT_TRUE(*store_->Insert(KeyedScheduled(20, q, kNow + seconds(1))));
+    ASSERT_THAT(store_->MarkRunning(20, kNow + seconds(31), 9, kNow), IsOk());
+    ASSERT_TRUE(*store_->Insert(Row(30, q, TaskState::kDead, std::nullopt)));
+    ASSERT_THAT(store_->Move({.seq = 30,
+                              .state = TaskState::kDead,
+                              .last_error = std::string("tab\there\nnul\0!", 14),
+                              .now = kNow}),
+                IsOk());
+  });
+  const std::vector<Store::StoredTask> all = AllTasks(*store_);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].row.response, std::string("500 \0\xff\n\\\t", 9));
+  EXPECT_EQ(all[1].row.state, TaskState::kRunning);
+  EXPECT_EQ(all[1].korder, kNow + seconds(1));
+  EXPECT_EQ(all[2].korder, std::nullopt);
+  Result<std::vector<Store::StoredTask>> page = store_->ExportTasks(10, 1);
+  ASSERT_THAT(page, IsOk());
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].row.seq, 20);
+  EXPECT_TRUE(store_->ExportTasks(30, 10)->empty());
+
+  ASSERT_NO_FATAL_FAILURE(OpenTarget());
+  ASSERT_THAT(target_->ImportQueues(*store_->Queues()), IsOk());
+  ASSERT_THAT(target_->Begin(), IsOk());
+  ASSERT_THAT(target_->ImportTasks(all), IsOk());
+  ASSERT_THAT(target_->Commit(), IsOk());
+  ExpectSameTasks(AllTasks(*target_), all);
+  // What the engine reads finds them as it would in the original.
+  EXPECT_EQ(target_->LoadRunning()->size(), 1u);
+  EXPECT_EQ(target_->FindByName("share:42")->value().seq, 10);
+  EXPECT_EQ(target_->LoadMeta()->max_seq, 30);
+}
+
+TEST_P(StoreCopyConformanceTest, ImportingATakenSeqFails) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(1, q, kNow));
+  ASSERT_THAT(store_->Begin(), IsOk());
+  EXPECT_FALSE(store_->ImportTasks({{Scheduled(1, q, kNow), std::nullopt}}).ok());
+  store_->Rollback();
+  EXPECT_EQ(AllTasks(*store_).size(), 1u);
+}
+
+TEST_P(StoreCopyConformanceTest, QueuesImportWithTheirIdsSettingsFlagsAndCounts) {
+  Queue("a");
+  const int64_t b = Queue("b");
+  QueueSettings settings;
+  settings.concurrency = 3;
+  settings.max_attempts = 4;
+  settings.backoff = Backoff{seconds(1), seconds(60)};
+  settings.retention = hours(2);
+  settings.rate_limit = RateLimit{10, seconds(1)};
+  settings.max_in_flight_per_key = 2;
+  settings.max_pending_per_key = 100;
+  Committed([&] {
+    ASSERT_THAT(store_->SaveQueueSettings(b, settings, /*paused=*/true, /*webhooks=*/true),
+                IsOk());
+    ASSERT_THAT(store_->SaveQueueCounts(b, {1, 2, 3, 4, 5}), IsOk());
+  });
+  const std::vector<QueueRow> queues = *store_->Queues();
+
+  ASSERT_NO_FATAL_FAILURE(OpenTarget());
+  ASSERT_THAT(target_->Begin(), IsOk());
+  ASSERT_THAT(target_->ImportQueues(queues), IsOk());
+  ASSERT_THAT(target_->Commit(), IsOk());
+  const std::vector<QueueRow> got = *target_->Queues();
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].qid, queues[i].qid);
+    EXPECT_EQ(got[i].name, queues[i].name);
+    EXPECT_EQ(got[i].paused, queues[i].paused);
+    EXPECT_EQ(got[i].webhooks, queues[i].webhooks);
+    EXPECT_EQ(got[i].counts, queues[i].counts);
+  }
+  EXPECT_EQ(got[1].settings.concurrency, 3);
+  EXPECT_EQ(got[1].settings.max_attempts, 4);
+  ASSERT_TRUE(got[1].settings.backoff.has_value());
+  EXPECT_EQ(got[1].settings.backoff->cap, seconds(60));
+  EXPECT_EQ(got[1].settings.retention, hours(2));
+  ASSERT_TRUE(got[1].settings.rate_limit.has_value());
+  EXPECT_EQ(got[1].settings.rate_limit->count, 10);
+  EXPECT_EQ(got[1].settings.max_in_flight_per_key, 2);
+  EXPECT_EQ(got[1].settings.max_pending_per_key, 100);
+  // A queue created afterwards gets an id of its own.
+  Result<int64_t> next = target_->QueueId("c");
+  ASSERT_THAT(next, IsOk());
+  EXPECT_GT(*next, b);
+}
+
+TEST_P(StoreCopyConformanceTest, SchedulesImportWithTheirIdsAndDeletedIdsStayUsed) {
+  const int64_t q = Queue("q");
+  ScheduleRow full = NewSchedule("full", q);
+  full.paused = true;
+  full.current_seq = 77;
+  full.cursor = kNow;
+  full.next_at = kNow + seconds(60);
+  full.claimed_at = kNow - seconds(1);
+  full.runs = 5;
+  full.skipped = 2;
+  full.last_task = "_0001";
+  full.last_for = kNow - seconds(60);
+  full.last_state = TaskState::kDead;
+  full.last_finished = kNow - seconds(30);
+  full.last_error = std::string("boom\0\n", 6);
+  int64_t deleted = 0;
+  Committed([&] {
+    ASSERT_THAT(store_->InsertSchedule(full), IsOk());
+    ASSERT_THAT(store_->InsertSchedule(NewSchedule("plain", q)), IsOk());
+    deleted = **store_->InsertSchedule(NewSchedule("gone", q));
+    ASSERT_THAT(store_->DeleteSchedule(deleted), IsOk());
+  });
+  Result<std::vector<ScheduleRow>> rows = store_->ListSchedules(std::nullopt, "", 100);
+  ASSERT_THAT(rows, IsOk());
+  ASSERT_EQ(rows->size(), 2u);
+  Result<Store::CopyMeta> meta = store_->ExportMeta();
+  ASSERT_THAT(meta, IsOk());
+  EXPECT_GE(meta->last_sid, deleted);
+
+  ASSERT_NO_FATAL_FAILURE(OpenTarget());
+  ASSERT_THAT(target_->ImportQueues(*store_->Queues()), IsOk());
+  ASSERT_THAT(target_->Begin(), IsOk());
+  ASSERT_THAT(target_->ImportSchedules(*rows), IsOk());
+  ASSERT_THAT(target_->ImportMeta(*meta), IsOk());
+  ASSERT_THAT(target_->Commit(), IsOk());
+  for (const ScheduleRow& want : *rows) {
+    Result<std::optional<ScheduleRow>> got = target_->FindSchedule(want.sid);
+    ASSERT_THAT(got, IsOk());
+    ASSERT_TRUE(got->has_value()) << want.name;
+    const ScheduleRow& g = **got;
+    EXPECT_EQ(g.name, want.name);
+    EXPECT_EQ(g.qid, want.qid);
+    EXPECT_EQ(g.spec, want.spec);
+    EXPECT_EQ(g.paused, want.paused);
+    EXPECT_EQ(g.current_seq, want.current_seq);
+    EXPECT_EQ(g.cursor, want.cursor);
+    EXPECT_EQ(g.next_at, want.next_at);
+    EXPECT_EQ(g.claimed_at, want.claimed_at);
+    EXPECT_EQ(g.runs, want.runs);
+    EXPECT_EQ(g.skipped, want.skipped);
+    EXPECT_EQ(g.last_task, want.last_task);
+    EXPECT_EQ(g.last_for, want.last_for);
+    EXPECT_EQ(g.last_state, want.last_state);
+    EXPECT_EQ(g.last_finished, want.last_finished);
+    EXPECT_EQ(g.last_error, want.last_error);
+    EXPECT_EQ(g.created, want.created);
+    EXPECT_EQ(g.updated, want.updated);
+  }
+  EXPECT_EQ(*target_->ExportMeta(), *meta);
+  // The deleted schedule's id is not handed out again in the copy either.
+  ASSERT_THAT(target_->Begin(), IsOk());
+  Result<std::optional<int64_t>> next = target_->InsertSchedule(NewSchedule("new", q));
+  ASSERT_THAT(target_->Commit(), IsOk());
+  ASSERT_THAT(next, IsOk());
+  EXPECT_GT(next->value(), deleted);
+}
+
+TEST_P(StoreCopyConformanceTest, ImportMetaRaisesAndNeverLowers) {
+  Committed([&] {
+    ASSERT_THAT(store_->ImportMeta({.next_token = 500, .last_sid = 40}), IsOk());
+  });
+  EXPECT_EQ(*store_->ExportMeta(), (Store::CopyMeta{.next_token = 500, .last_sid = 40}));
+  EXPECT_EQ(store_->LoadMeta()->next_token, 500u);
+  Committed([&] {
+    ASSERT_THAT(store_->ImportMeta({.next_token = 7, .last_sid = 3}), IsOk());
+  });
+  EXPECT_EQ(*store_->ExportMeta(), (Store::CopyMeta{.next_token = 500, .last_sid = 40}));
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(*store_->ExportMeta(), (Store::CopyMeta{.next_token = 500, .last_sid = 40}));
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::optional<int64_t>> sid = store_->InsertSchedule(NewSchedule("s", Queue("q")));
+  ASSERT_THAT(store_->Commit(), IsOk());
+  EXPECT_EQ(sid->value(), 41);
+}
+
+// A copied key cursor still hides the tasks of its key that started before.
+TEST_P(StoreCopyConformanceTest, KeyCursorsExportByQueueAndKeyAndImportAsTheyAre) {
+  const int64_t q = Queue("q");
+  const int64_t r = Queue("r");
+  Committed([&] {
+    for (int64_t seq = 1; seq <= 3; ++seq) {
+      ASSERT_TRUE(*store_->Insert(KeyedScheduled(seq, q, kNow + seconds(seq), "k")));
+    }
+    ASSERT_TRUE(*store_->Insert(KeyedScheduled(4, r, kNow, "b")));
+    ASSERT_TRUE(*store_->Insert(KeyedScheduled(5, r, kNow, "a")));
+    ASSERT_THAT(store_->MarkRunning(1, kNow + seconds(30), 3, kNow), IsOk());
+    ASSERT_THAT(store_->SaveKeyCursor(q, "k", {kNow + seconds(1), 0, 1}), IsOk());
+    ASSERT_THAT(store_->SaveKeyCursor(r, "b", KeyPosition::Before(kNow, 0, 4)), IsOk());
+    ASSERT_THAT(store_->SaveKeyCursor(r, "a", KeyPosition::Before(kNow, 0, 5)), IsOk());
+  });
+  Result<std::vector<Store::KeyCursorRow>> first = store_->ExportKeyCursors(0, "", 2);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_EQ(first->size(), 2u);
+  EXPECT_EQ((*first)[0].qid, q);
+  EXPECT_EQ((*first)[0].key, "k");
+  EXPECT_EQ((*first)[0].at, (KeyPosition{kNow + seconds(1), 0, 1}));
+  EXPECT_EQ((*first)[1].key, "a");
+  Result<std::vector<Store::KeyCursorRow>> rest = store_->ExportKeyCursors(r, "a", 10);
+  ASSERT_THAT(rest, IsOk());
+  ASSERT_EQ(rest->size(), 1u);
+  EXPECT_EQ((*rest)[0].key, "b");
+
+  ASSERT_NO_FATAL_FAILURE(OpenTarget());
+  std::vector<Store::KeyCursorRow> all = *first;
+  all.insert(all.end(), rest->begin(), rest->end());
+  ASSERT_THAT(target_->ImportQueues(*store_->Queues()), IsOk());
+  ASSERT_THAT(target_->Begin(), IsOk());
+  ASSERT_THAT(target_->ImportTasks(AllTasks(*store_)), IsOk());
+  ASSERT_THAT(target_->ImportKeyCursors(all), IsOk());
+  ASSERT_THAT(target_->Commit(), IsOk());
+  Result<std::vector<Store::KeyCursorRow>> copied = target_->ExportKeyCursors(0, "", 10);
+  ASSERT_THAT(copied, IsOk());
+  ASSERT_EQ(copied->size(), 3u);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ((*copied)[i].qid, all[i].qid);
+    EXPECT_EQ((*copied)[i].key, all[i].key);
+    EXPECT_EQ((*copied)[i].at, all[i].at);
+  }
+  Result<std::vector<DueEntry>> heads = target_->KeyHeads(q, "k", std::nullopt, 10);
+  ASSERT_THAT(heads, IsOk());
+  ASSERT_EQ(heads->size(), 2u);
+  EXPECT_EQ((*heads)[0].seq, 2);
+  EXPECT_EQ(*target_->CountRows(), *store_->CountRows());
+}
+
+INSTANTIATE_TEST_SUITE_P(Postgres, StoreCopyConformanceTest,
+                         ::testing::Values(test::PostgresStoreFactory()), test::StoreFactoryName);
+INSTANTIATE_TEST_SUITE_P(Sqlite, StoreCopyConformanceTest,
+                         ::testing::Values(test::SqliteStoreFactory()), test::StoreFactoryName);
+
 }  // namespace
 }  // namespace chronoq

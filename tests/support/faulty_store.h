@@ -144,6 +144,29 @@ class FaultyStore final : public Store {
     return inner_->ReadByName(name);
   }
   Result<std::vector<ReadRow>> List(const ListQuery& q) override { return inner_->List(q); }
+  Result<RowCounts> CountRows() override { return inner_->CountRows(); }
+  Result<CopyMeta> ExportMeta() override { return inner_->ExportMeta(); }
+  Status ImportMeta(const CopyMeta& meta) override { return inner_->ImportMeta(meta); }
+  Result<std::vector<StoredTask>> ExportTasks(int64_t after_seq, int limit) override {
+    return inner_->ExportTasks(after_seq, limit);
+  }
+  Status ImportTasks(const std::vector<StoredTask>& rows) override {
+    return inner_->ImportTasks(rows);
+  }
+  Status ImportQueues(const std::vector<QueueRow>& queues) override {
+    return inner_->ImportQueues(queues);
+  }
+  Status ImportSchedules(const std::vector<ScheduleRow>& rows) override {
+    return inner_->ImportSchedules(rows);
+  }
+  Result<std::vector<KeyCursorRow>> ExportKeyCursors(int64_t after_qid,
+                                                     const std::string& after_key,
+                                                     int limit) override {
+    return inner_->ExportKeyCursors(after_qid, after_key, limit);
+  }
+  Status ImportKeyCursors(const std::vector<KeyCursorRow>& rows) override {
+    return inner_->ImportKeyCursors(rows);
+  }
 
  private:
   std::unique_ptr<Store> inner_;

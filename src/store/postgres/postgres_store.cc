@@ -925,6 +925,20 @@ void AppendTask(Params& p, const TaskRow& r) {
   p.OptText(r.key);
 }
 
+// Text in COPY's text form: backslash escapes for the backslash and the
+// characters that end fields and lines.
+void AppendCopyText(std::string& out, std::string_view v) {
+  for (const char c : v) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+}
+
 // COPY's text form of the same columns (kCopyTasks), one line: values
 // separated by tabs, \N for null, backslash escapes in text.
 constexpr char kCopyTasks[] =
@@ -932,17 +946,7 @@ constexpr char kCopyTasks[] =
     " token, last_error, updated, backoff_base, backoff_cap, target, sid, key, korder)"
     " FROM STDIN";
 void AppendCopyRow(std::string& out, const TaskRow& r) {
-  auto text = [&](std::string_view v) {
-    for (const char c : v) {
-      switch (c) {
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default: out += c;
-      }
-    }
-  };
+  auto text = [&](std::string_view v) { AppendCopyText(out, v); };
   auto field = [&](std::string_view v) {
     out += v;
     out += '\t';
@@ -1010,6 +1014,83 @@ void AppendSchedule(Params& p, const ScheduleRow& r) {
   }
   p.OptTime(r.last_finished).OptBytes(r.last_error).Time(r.created).Time(r.updated);
 }
+
+// --- copying a whole store (store.h: ImportTasks and the rest) ---
+// Imports go through COPY (Connection::CopyRow), which loads a million
+// tasks several times faster than multi-row INSERTs; exports are plain
+// pages by key. Statements are not prepared: a copy runs each once per
+// batch of thousands of rows, and an engine never.
+
+// One line of COPY's text form, built field by field: values separated by
+// tabs, \N for null, backslash escapes in text, BYTEA in hex.
+class CopyLine {
+ public:
+  CopyLine& Int(int64_t v) {
+    char buf[24];
+    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+    out_.append(buf, static_cast<size_t>(end - buf));
+    out_ += '\t';
+    return *this;
+  }
+  CopyLine& Null() {
+    out_ += "\\N\t";
+    return *this;
+  }
+  CopyLine& Bool(bool v) {
+    out_ += v ? "t\t" : "f\t";
+    return *this;
+  }
+  CopyLine& Time(Timestamp t) { return Int(Micros(t)); }
+  CopyLine& Text(std::string_view v) {
+    AppendCopyText(out_, v);
+    out_ += '\t';
+    return *this;
+  }
+  CopyLine& Bytes(std::string_view v) {
+    out_ += "\\\\x";  // the hex input form's backslash, escaped for COPY
+    AppendHex(out_, v);
+    out_ += '\t';
+    return *this;
+  }
+  CopyLine& OptInt(const std::optional<int64_t>& v) { return v ? Int(*v) : Null(); }
+  CopyLine& OptTime(const std::optional<Timestamp>& v) { return v ? Time(*v) : Null(); }
+  CopyLine& OptDuration(const std::optional<Duration>& v) {
+    return v ? Int(static_cast<int64_t>(v->count())) : Null();
+  }
+  CopyLine& OptText(const std::optional<std::string>& v) { return v ? Text(*v) : Null(); }
+  CopyLine& OptBytes(const std::optional<std::string>& v) { return v ? Bytes(*v) : Null(); }
+  // The line, its last tab turned into the line's end; Start() begins the next.
+  std::string_view End() {
+    out_.back() = '\n';
+    return out_;
+  }
+  CopyLine& Start() {
+    out_.clear();
+    return *this;
+  }
+
+ private:
+  std::string out_;
+};
+
+constexpr char kImportTasks[] =
+    "COPY tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at, token,"
+    " last_error, updated, backoff_base, backoff_cap, target, response, sid, key, korder)"
+    " FROM STDIN";
+constexpr char kImportQueues[] =
+    "COPY queues(qid, name, paused, webhooks, concurrency, max_attempts, backoff_base,"
+    " backoff_cap, retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead,"
+    " rate_count, rate_period, key_in_flight, key_pending) FROM STDIN";
+constexpr char kImportSchedules[] = "COPY schedules(" CHRONOQ_PG_SCHEDULE_COLS ") FROM STDIN";
+constexpr char kImportKeyCursors[] = "COPY key_cursors(qid, key, korder, prio, seq) FROM STDIN";
+// Identity sequences hand out ids above the imported ones: raised to `max`
+// ($1), never lowered. setval(s, n) makes n + 1 the next id.
+constexpr char kRaiseQueueIds[] =
+    "SELECT setval(x.s, $1::bigint) FROM (SELECT pg_get_serial_sequence('queues', 'qid')::regclass"
+    " AS s) x WHERE $1::bigint > coalesce(pg_sequence_last_value(x.s), 0)";
+constexpr char kRaiseScheduleIds[] =
+    "SELECT setval(x.s, $1::bigint) FROM (SELECT pg_get_serial_sequence('schedules', 'sid')::"
+    "regclass AS s) x WHERE $1::bigint > coalesce(pg_sequence_last_value(x.s), 0)";
 
 class PostgresStore final : public Store {
  public:
@@ -1469,6 +1550,150 @@ class PostgresStore final : public Store {
     out.reserve(static_cast<size_t>(r->size()));
     for (int i = 0; i < r->size(); ++i) out.push_back(ReadRowOf(*r, i));
     return out;
+  }
+
+  // --- copying a whole store (store.h) ---
+  Result<RowCounts> CountRows() override {
+    RowCounts counts;
+    CHRONOQ_ASSIGN_OR_RETURN(
+        Rows by_state, writer_.RunRows("SELECT state, count(*) FROM tasks GROUP BY state",
+                                       "count tasks"));
+    for (int i = 0; i < by_state.size(); ++i) {
+      const int64_t state = by_state.Int(i, 0);
+      if (state < 0 || state >= static_cast<int64_t>(counts.tasks.size())) {
+        return Status(StatusCode::kDataLoss, "a task has unknown state " + std::to_string(state));
+      }
+      counts.tasks[static_cast<size_t>(state)] = by_state.Int(i, 1);
+    }
+    CHRONOQ_ASSIGN_OR_RETURN(
+        Rows tables,
+        writer_.RunRows("SELECT (SELECT count(*) FROM queues), (SELECT count(*) FROM schedules),"
+                        " (SELECT count(*) FROM locks), (SELECT count(*) FROM key_cursors)",
+                        "count rows"));
+    counts.queues = tables.Int(0, 0);
+    counts.schedules = tables.Int(0, 1);
+    counts.locks = tables.Int(0, 2);
+    counts.key_cursors = tables.Int(0, 3);
+    return counts;
+  }
+
+  // The last sid is the identity sequence's last value: it covers deleted
+  // schedules, and inserts that lost a name race (ON CONFLICT) too.
+  Result<CopyMeta> ExportMeta() override {
+    CHRONOQ_ASSIGN_OR_RETURN(
+        Rows r, writer_.RunRows("SELECT (SELECT v FROM meta WHERE k='next_token'),"
+                                " coalesce(pg_sequence_last_value("
+                                "pg_get_serial_sequence('schedules', 'sid')::regclass), 0)",
+                                "export meta"));
+    if (r.empty()) return Status::Internal("export meta: no row");
+    return CopyMeta{static_cast<uint64_t>(r.Int(0, 0)), r.Int(0, 1)};
+  }
+  Status ImportMeta(const CopyMeta& meta) override {
+    CHRONOQ_RETURN_IF_ERROR(
+        writer_
+            .ExecOnce("UPDATE meta SET v=greatest(v, $1::bigint) WHERE k='next_token'",
+                      Params().Int(static_cast<int64_t>(meta.next_token)), "import next token")
+            .status());
+    return writer_.ExecOnce(kRaiseScheduleIds, Params().Int(meta.last_sid), "import last sid")
+        .status();
+  }
+
+  Result<std::vector<StoredTask>> ExportTasks(int64_t after_seq, int limit) override {
+    CHRONOQ_ASSIGN_OR_RETURN(
+        Rows r, writer_.ExecOnce("SELECT " CHRONOQ_PG_TASK_COLS
+                                 ", t.korder FROM tasks t WHERE t.seq > $1 ORDER BY t.seq LIMIT $2",
+                                 Params().Int(after_seq).Int(limit), "export tasks"));
+    std::vector<StoredTask> out;
+    out.reserve(static_cast<size_t>(r.size()));
+    for (int i = 0; i < r.size(); ++i) out.push_back({r.Task(i), r.OptTime(i, kTaskColumns)});
+    return out;
+  }
+  Status ImportTasks(const std::vector<StoredTask>& rows) override {
+    CopyLine line;
+    for (const StoredTask& t : rows) {
+      const TaskRow& r = t.row;
+      line.Start().Int(r.seq).Int(r.qid).Int(static_cast<int64_t>(r.state)).OptTime(r.due);
+      line.Int(r.priority).Int(r.attempt).Int(r.max_attempts).Text(r.payload).OptText(r.name);
+      line.OptTime(r.run_at);
+      line.OptInt(r.token ? std::optional<int64_t>(static_cast<int64_t>(*r.token)) : std::nullopt);
+      line.OptBytes(r.last_error).OptTime(r.updated).OptDuration(r.backoff_base);
+      line.OptDuration(r.backoff_cap).OptText(r.target).OptBytes(r.response).OptInt(r.sid);
+      line.OptText(r.key).OptTime(t.korder);
+      CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kImportTasks, line.End()));
+    }
+    return writer_.Flush();
+  }
+  Status ImportQueues(const std::vector<QueueRow>& queues) override {
+    CopyLine line;
+    int64_t max_qid = 0;
+    for (const QueueRow& q : queues) {
+      const QueueSettings& s = q.settings;
+      auto opt = [](const std::optional<int>& v) {
+        return v ? std::optional<int64_t>(*v) : std::nullopt;
+      };
+      line.Start().Int(q.qid).Text(q.name).Bool(q.paused).Bool(q.webhooks);
+      line.OptInt(opt(s.concurrency)).OptInt(opt(s.max_attempts));
+      if (s.backoff) {
+        line.Int(static_cast<int64_t>(s.backoff->base.count()));
+        line.Int(static_cast<int64_t>(s.backoff->cap.count()));
+      } else {
+        line.Null().Null();
+      }
+      line.OptDuration(s.retention);
+      for (const int64_t n : q.counts) line.Int(n);
+      if (s.rate_limit) {
+        line.Int(s.rate_limit->count).Int(static_cast<int64_t>(s.rate_limit->period.count()));
+      } else {
+        line.Null().Null();
+      }
+      line.OptInt(opt(s.max_in_flight_per_key)).OptInt(s.max_pending_per_key);
+      CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kImportQueues, line.End()));
+      max_qid = std::max(max_qid, q.qid);
+    }
+    CHRONOQ_RETURN_IF_ERROR(writer_.Flush());
+    return writer_.ExecOnce(kRaiseQueueIds, Params().Int(max_qid), "raise queue ids").status();
+  }
+  Status ImportSchedules(const std::vector<ScheduleRow>& rows) override {
+    CopyLine line;
+    int64_t max_sid = 0;
+    for (const ScheduleRow& r : rows) {
+      line.Start().Int(r.sid).Text(r.name).Int(r.qid).Text(r.spec).Bool(r.paused);
+      line.OptInt(r.current_seq).OptTime(r.cursor).OptTime(r.next_at).OptTime(r.claimed_at);
+      line.Int(r.runs).Int(r.skipped).OptText(r.last_task).OptTime(r.last_for);
+      line.OptInt(r.last_state ? std::optional<int64_t>(static_cast<int64_t>(*r.last_state))
+                               : std::nullopt);
+      line.OptTime(r.last_finished).OptBytes(r.last_error).Time(r.created).Time(r.updated);
+      CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kImportSchedules, line.End()));
+      max_sid = std::max(max_sid, r.sid);
+    }
+    CHRONOQ_RETURN_IF_ERROR(writer_.Flush());
+    return writer_.ExecOnce(kRaiseScheduleIds, Params().Int(max_sid), "raise schedule ids")
+        .status();
+  }
+  Result<std::vector<KeyCursorRow>> ExportKeyCursors(int64_t after_qid,
+                                                     const std::string& after_key,
+                                                     int limit) override {
+    CHRONOQ_ASSIGN_OR_RETURN(
+        Rows r, writer_.ExecOnce("SELECT qid, key, korder, prio, seq FROM key_cursors"
+                                 " WHERE (qid, key) > ($1, $2) ORDER BY qid, key LIMIT $3",
+                                 Params().Int(after_qid).Text(after_key).Int(limit),
+                                 "export key cursors"));
+    std::vector<KeyCursorRow> out;
+    out.reserve(static_cast<size_t>(r.size()));
+    for (int i = 0; i < r.size(); ++i) {
+      out.push_back({r.Int(i, 0), r.Text(i, 1),
+                     KeyPosition{FromMicros(r.Int(i, 2)), static_cast<int>(r.Int(i, 3)),
+                                 r.Int(i, 4)}});
+    }
+    return out;
+  }
+  Status ImportKeyCursors(const std::vector<KeyCursorRow>& rows) override {
+    CopyLine line;
+    for (const KeyCursorRow& c : rows) {
+      line.Start().Int(c.qid).Text(c.key).Time(c.at.at).Int(c.at.priority).Int(c.at.seq);
+      CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kImportKeyCursors, line.End()));
+    }
+    return writer_.Flush();
   }
 
  private:

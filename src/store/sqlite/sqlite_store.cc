@@ -987,6 +987,148 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  // --- copying a whole store (store.h) ---
+  // Statements are prepared per call: a copy makes one call per batch of
+  // thousands of rows, and an engine never makes any.
+  Result<RowCounts> CountRows() override {
+    RowCounts counts;
+    Stmt by_state;
+    CHRONOQ_RETURN_IF_ERROR(
+        by_state.Prepare(writer_, "SELECT state, count(*) FROM tasks GROUP BY state"));
+    int rc;
+    while ((rc = by_state.Step()) == SQLITE_ROW) {
+      const int64_t state = by_state.Int(0);
+      if (state < 0 || state >= static_cast<int64_t>(counts.tasks.size())) {
+        return Status(StatusCode::kDataLoss, "a task has unknown state " + std::to_string(state));
+      }
+      counts.tasks[static_cast<size_t>(state)] = by_state.Int(1);
+    }
+    if (rc != SQLITE_DONE) return SqlError(writer_, "count tasks");
+    Stmt tables;
+    CHRONOQ_RETURN_IF_ERROR(tables.Prepare(
+        writer_,
+        "SELECT (SELECT count(*) FROM queues), (SELECT count(*) FROM schedules),"
+        " (SELECT count(*) FROM locks), (SELECT count(*) FROM key_cursors)"));
+    if (tables.Step() != SQLITE_ROW) return SqlError(writer_, "count rows");
+    counts.queues = tables.Int(0);
+    counts.schedules = tables.Int(1);
+    counts.locks = tables.Int(2);
+    counts.key_cursors = tables.Int(3);
+    return counts;
+  }
+
+  // The last sid is AUTOINCREMENT's: sqlite_sequence keeps the largest sid
+  // ever inserted, so a deleted schedule's id is never handed out again.
+  Result<CopyMeta> ExportMeta() override {
+    Stmt q;
+    CHRONOQ_RETURN_IF_ERROR(
+        q.Prepare(writer_,
+                  "SELECT (SELECT v FROM meta WHERE k='next_token'),"
+                  " coalesce((SELECT seq FROM sqlite_sequence WHERE name='schedules'), 0)"));
+    if (q.Step() != SQLITE_ROW) return SqlError(writer_, "export meta");
+    return CopyMeta{static_cast<uint64_t>(q.Int(0)), q.Int(1)};
+  }
+  Status ImportMeta(const CopyMeta& meta) override {
+    Stmt token;
+    CHRONOQ_RETURN_IF_ERROR(
+        token.Prepare(writer_, "UPDATE meta SET v=max(v, ?1) WHERE k='next_token'"));
+    CHRONOQ_RETURN_IF_ERROR(
+        token.Bind(1, static_cast<int64_t>(meta.next_token)).Run("import next token"));
+    Stmt add_sid, raise_sid;
+    CHRONOQ_RETURN_IF_ERROR(add_sid.Prepare(
+        writer_,
+        "INSERT INTO sqlite_sequence(name, seq) SELECT 'schedules', ?1"
+        " WHERE NOT EXISTS(SELECT 1 FROM sqlite_sequence WHERE name='schedules')"));
+    CHRONOQ_RETURN_IF_ERROR(add_sid.Bind(1, meta.last_sid).Run("import last schedule id"));
+    CHRONOQ_RETURN_IF_ERROR(raise_sid.Prepare(
+        writer_, "UPDATE sqlite_sequence SET seq=max(seq, ?1) WHERE name='schedules'"));
+    return raise_sid.Bind(1, meta.last_sid).Run("import last schedule id");
+  }
+
+  Result<std::vector<StoredTask>> ExportTasks(int64_t after_seq, int limit) override {
+    Stmt s;
+    CHRONOQ_RETURN_IF_ERROR(s.Prepare(writer_, "SELECT " CHRONOQ_TASK_COLS
+                                               ", t.korder FROM tasks t WHERE t.seq > ?1"
+                                               " ORDER BY t.seq LIMIT ?2"));
+    s.Bind(1, after_seq).Bind(2, static_cast<int64_t>(limit));
+    std::vector<StoredTask> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Row(), s.OptTime(19)});
+    if (rc != SQLITE_DONE) return SqlError(writer_, "export tasks");
+    return out;
+  }
+  Status ImportTasks(const std::vector<StoredTask>& rows) override {
+    Stmt s;
+    CHRONOQ_RETURN_IF_ERROR(s.Prepare(
+        writer_,
+        "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
+        " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key,"
+        " response, korder) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
+        "?18,?19,?20)"));
+    for (const StoredTask& t : rows) {
+      BindAll(s.Reset(), t.row);
+      s.Bind(19, t.row.response).Bind(20, t.korder);
+      CHRONOQ_RETURN_IF_ERROR(ImportStep(s, "import task " + std::to_string(t.row.seq)));
+    }
+    return {};
+  }
+  Status ImportQueues(const std::vector<QueueRow>& queues) override {
+    Stmt s;
+    CHRONOQ_RETURN_IF_ERROR(s.Prepare(
+        writer_,
+        "INSERT INTO queues(qid, name, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead)"
+        " VALUES(?1,?2,?3,?4,?5,?6,?7)"));
+    for (const QueueRow& q : queues) {
+      s.Reset().Bind(1, q.qid).Bind(2, q.name);
+      for (int i = 0; i < 5; ++i) s.Bind(3 + i, q.counts[static_cast<size_t>(i)]);
+      CHRONOQ_RETURN_IF_ERROR(ImportStep(s, "import queue " + q.name));
+      // The settings the way the engine writes them, so that they read back
+      // the same.
+      CHRONOQ_RETURN_IF_ERROR(SaveQueueSettings(q.qid, q.settings, q.paused, q.webhooks));
+    }
+    return {};
+  }
+  Status ImportSchedules(const std::vector<ScheduleRow>& rows) override {
+    Stmt s;
+    CHRONOQ_RETURN_IF_ERROR(s.Prepare(
+        writer_, std::string("INSERT INTO schedules(") + kScheduleCols +
+                     ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)"));
+    for (const ScheduleRow& r : rows) {
+      BindSchedule(s.Reset().Bind(1, r.sid), r);
+      CHRONOQ_RETURN_IF_ERROR(ImportStep(s, "import schedule " + r.name));
+    }
+    return {};
+  }
+  Result<std::vector<KeyCursorRow>> ExportKeyCursors(int64_t after_qid,
+                                                     const std::string& after_key,
+                                                     int limit) override {
+    Stmt s;
+    CHRONOQ_RETURN_IF_ERROR(
+        s.Prepare(writer_,
+                  "SELECT qid, key, korder, prio, seq FROM key_cursors WHERE (qid, key) > (?1, ?2)"
+                  " ORDER BY qid, key LIMIT ?3"));
+    s.Bind(1, after_qid).Bind(2, after_key).Bind(3, static_cast<int64_t>(limit));
+    std::vector<KeyCursorRow> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      out.push_back({s.Int(0), s.Text(1),
+                     KeyPosition{FromMicros(s.Int(2)), static_cast<int>(s.Int(3)), s.Int(4)}});
+    }
+    if (rc != SQLITE_DONE) return SqlError(writer_, "export key cursors");
+    return out;
+  }
+  Status ImportKeyCursors(const std::vector<KeyCursorRow>& rows) override {
+    Stmt s;
+    CHRONOQ_RETURN_IF_ERROR(s.Prepare(
+        writer_, "INSERT INTO key_cursors(qid, key, korder, prio, seq) VALUES(?1,?2,?3,?4,?5)"));
+    for (const KeyCursorRow& c : rows) {
+      s.Reset().Bind(1, c.qid).Bind(2, c.key).Bind(3, c.at.at);
+      s.Bind(4, static_cast<int64_t>(c.at.priority)).Bind(5, c.at.seq);
+      CHRONOQ_RETURN_IF_ERROR(ImportStep(s, "import key cursor " + c.key));
+    }
+    return {};
+  }
+
  private:
   static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(19)}; }
   // seq, qid, due, prio at columns 0-3.
@@ -1041,6 +1183,17 @@ class SqliteStore final : public Store {
         spdlog::warn("checkpoint failed: {}", sqlite3_errmsg(checkpoint_db_));
       }
     }
+  }
+
+  // Runs an import's INSERT: AlreadyExists when the row's id or name is taken.
+  Status ImportStep(Stmt& s, std::string_view what) {
+    const int rc = s.Step();
+    s.Reset();
+    if (rc == SQLITE_DONE) return {};
+    if ((sqlite3_extended_errcode(writer_) & 0xff) == SQLITE_CONSTRAINT) {
+      return Status::AlreadyExists(std::string(what) + ": " + sqlite3_errmsg(writer_));
+    }
+    return SqlError(writer_, what);
   }
 
   static void BindAll(Stmt& s, const TaskRow& r) {
