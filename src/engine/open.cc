@@ -152,28 +152,41 @@ Result<PostgresOptions> ParsePostgresConninfo(std::string_view conninfo) {
   return options;
 }
 
-Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url, Clock* clock) {
+Result<StoreLocation> ParseStoreUrl(std::string_view url) {
   if (url.empty()) return Status::InvalidArgument("store", "must not be empty");
+  StoreLocation location;
   if (LooksLikeConninfo(url)) {
-    CHRONOQ_ASSIGN_OR_RETURN(PostgresOptions options, ParsePostgresConninfo(url));
-    options.clock = clock;
-    return OpenPostgresStore(options);
+    CHRONOQ_ASSIGN_OR_RETURN(location.postgres, ParsePostgresConninfo(url));
+    return location;
   }
   const size_t colon = url.find(':');
   const size_t slashes = url.find("://");
   if (slashes != std::string_view::npos && slashes == colon && !url.starts_with(kSqliteScheme)) {
     const std::string scheme(url.substr(0, colon));
     if (IsPostgresScheme(scheme)) {
-      CHRONOQ_ASSIGN_OR_RETURN(PostgresOptions options, ParsePostgresUrl(url));
-      options.clock = clock;
-      return OpenPostgresStore(options);
+      CHRONOQ_ASSIGN_OR_RETURN(location.postgres, ParsePostgresUrl(url));
+      return location;
     }
     return Status::InvalidArgument("store", "unknown store scheme \"" + scheme +
                                                 "\" (known: sqlite:PATH, a plain path, "
                                                 "postgresql://...)");
   }
-  CHRONOQ_ASSIGN_OR_RETURN(SqliteOptions options, ParseSqliteUrl(url));
-  return OpenSqliteStore(options);
+  CHRONOQ_ASSIGN_OR_RETURN(location.sqlite, ParseSqliteUrl(url));
+  return location;
+}
+
+Result<std::unique_ptr<Store>> OpenStore(StoreLocation location, Clock* clock) {
+  if (location.postgres.has_value()) {
+    location.postgres->clock = clock;
+    return OpenPostgresStore(*location.postgres);
+  }
+  if (!location.sqlite.has_value()) return Status::InvalidArgument("store", "must not be empty");
+  return OpenSqliteStore(*location.sqlite);
+}
+
+Result<std::unique_ptr<Store>> OpenStoreUrl(std::string_view url, Clock* clock) {
+  CHRONOQ_ASSIGN_OR_RETURN(StoreLocation location, ParseStoreUrl(url));
+  return OpenStore(std::move(location), clock);
 }
 
 Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options) {

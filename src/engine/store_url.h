@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "chronoq/result.h"
@@ -39,6 +40,19 @@ Result<PostgresOptions> ParsePostgresUrl(std::string_view url);
 // PostgreSQL when it starts with one of libpq's usual keywords (host=,
 // dbname=, user=, port=, service=, ...).
 Result<PostgresOptions> ParsePostgresConninfo(std::string_view conninfo);
+
+// Where a store URL says the store is: exactly one of the two is set.
+struct StoreLocation {
+  std::optional<SqliteOptions> sqlite;
+  std::optional<PostgresOptions> postgres;
+};
+
+// What `url` names, without opening anything: the parsing half of
+// OpenStoreUrl, with its errors.
+Result<StoreLocation> ParseStoreUrl(std::string_view url);
+
+// Opens the store at `location` (OpenStoreUrl's other half).
+Result<std::unique_ptr<Store>> OpenStore(StoreLocation location, Clock* clock = nullptr);
 
 // Opens the store `url` names. `clock` (nullptr: the system clock) paces
 // what the store does over time: PostgreSQL's reconnection attempts.
