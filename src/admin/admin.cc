@@ -1,5 +1,6 @@
 #include "admin/admin.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
