@@ -54,8 +54,9 @@ BenchStore::BenchStore(const Options& o, const std::string& name) {
     throw BenchError("--store: expected a postgres:// or postgresql:// URL, got " + o.store);
   }
   if (o.store.find("schema=") != std::string::npos) {
-    throw BenchError("--store: leave out the schema parameter: each workload run uses a schema "
-                     "of its own (bench_<workload>)");
+    throw BenchError(
+        "--store: leave out the schema parameter: each workload run uses a schema "
+        "of its own (bench_<workload>)");
   }
   pg_url_ = o.store;
   schema_ = "bench_";

@@ -55,12 +55,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using chronoq::bench::BenchError;
+using chronoq::bench::BenchStore;
 using chronoq::bench::Emit;
 using chronoq::bench::json;
 using chronoq::bench::Line;
 using chronoq::bench::Options;
 using chronoq::bench::Payload;
-using chronoq::bench::BenchStore;
 using chronoq::bench::Percentile;
 using chronoq::bench::Round;
 using chronoq::bench::Seconds;

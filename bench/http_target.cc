@@ -1,7 +1,5 @@
 #include "http_target.h"
 
-#include "bench_store.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -29,6 +27,7 @@
 #include "chronoq/clock.h"
 #include "chronoq/time.h"
 
+#include "bench_store.h"
 #include "cli/http_client.h"
 #include "common/subprocess.h"
 #include "support/chronoqd_process.h"

@@ -46,8 +46,9 @@ void Exec(PGconn* conn, const std::string& sql) {
 }
 
 void CopyIn(PGconn* conn, const std::string& rows) {
-  Res r(PQexec(conn, "COPY bench_baseline.tasks(seq, qid, due, state, attempt, payload) FROM STDIN"),
-        &PQclear);
+  Res r(
+      PQexec(conn, "COPY bench_baseline.tasks(seq, qid, due, state, attempt, payload) FROM STDIN"),
+      &PQclear);
   if (PQresultStatus(r.get()) != PGRES_COPY_IN) {
     throw BenchError(std::string("COPY: ") + PQresultErrorMessage(r.get()));
   }

@@ -40,9 +40,9 @@ std::string_view StatusCodeName(StatusCode code);
 // reason's name as the error code ("stale_token", ...).
 enum class StatusReason {
   kNone = 0,
-  kStaleToken,       // FailedPrecondition: the lease or lock token is not current
-  kLockWaitTimeout,  // DeadlineExceeded: the lock stayed held for the whole wait
-  kKeyBacklogFull,   // ResourceExhausted: the key's max_pending_per_key is reached
+  kStaleToken,        // FailedPrecondition: the lease or lock token is not current
+  kLockWaitTimeout,   // DeadlineExceeded: the lock stayed held for the whole wait
+  kKeyBacklogFull,    // ResourceExhausted: the key's max_pending_per_key is reached
   kStoreUnavailable,  // Unavailable: the store's server cannot be reached (PostgreSQL)
 };
 
