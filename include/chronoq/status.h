@@ -44,9 +44,11 @@ enum class StatusReason {
   kLockWaitTimeout,   // DeadlineExceeded: the lock stayed held for the whole wait
   kKeyBacklogFull,    // ResourceExhausted: the key's max_pending_per_key is reached
   kStoreUnavailable,  // Unavailable: the store's server cannot be reached (PostgreSQL)
+  kNotLeader,         // Unavailable: this node does not lead the cluster (any more); ask another
 };
 
-// "stale_token", "lock_wait_timeout", "key_backlog_full", "store_unavailable";
+// "stale_token", "lock_wait_timeout", "key_backlog_full", "store_unavailable",
+// "not_leader";
 // "" for kNone.
 std::string_view StatusReasonName(StatusReason reason);
 

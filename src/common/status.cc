@@ -42,6 +42,8 @@ std::string_view StatusReasonName(StatusReason reason) {
       return "key_backlog_full";
     case StatusReason::kStoreUnavailable:
       return "store_unavailable";
+    case StatusReason::kNotLeader:
+      return "not_leader";
   }
   return "";
 }

@@ -1,9 +1,9 @@
 // What the PostgreSQL store does its own way: the schema it creates and
 // migrates, the schema option, the engine lock on a schema, the servers,
 // databases and roles it accepts, a transaction that a failed statement
-// ended, its key cursors' table, and lost connections. Each test runs on a fresh database of the cluster ctest's
-// `postgres` fixture starts. The Store contract itself is stated for every
-// store in store_conformance_test.cc.
+// ended, its key cursors' table, and lost connections. Each test runs on a fresh database of the
+// cluster ctest's `postgres` fixture starts. The Store contract itself is stated for every store in
+// store_conformance_test.cc.
 #include "store/postgres/postgres_store.h"
 
 #include <chrono>
@@ -70,10 +70,12 @@ class PostgresStoreTest : public ::testing::Test, protected test::StoreHelpers {
 // key_cursors. (What the interface shows of it is stated in
 // store_conformance_test.cc.)
 TEST_F(PostgresStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
-  ExpectSavedKeyCursorRules([&](int64_t qid) {
-    return db_.QueryText("SELECT seq FROM chronoq.key_cursors WHERE qid=" + std::to_string(qid) +
-                         " AND key='k'");
-  }, /*started_tasks_hold_it=*/false);
+  ExpectSavedKeyCursorRules(
+      [&](int64_t qid) {
+        return db_.QueryText("SELECT seq FROM chronoq.key_cursors WHERE qid=" +
+                             std::to_string(qid) + " AND key='k'");
+      },
+      /*started_tasks_hold_it=*/false);
 }
 
 // --- what only PostgreSQL has -------------------------------------------------
@@ -81,7 +83,7 @@ TEST_F(PostgresStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
 TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   EXPECT_EQ(db_.QueryText("SELECT string_agg(table_name, ',' ORDER BY table_name)"
                           " FROM information_schema.tables WHERE table_schema = 'chronoq'"),
-            "key_cursors,locks,meta,queues,schedules,tasks");
+            "key_cursors,leader,locks,meta,nodes,queues,schedules,tasks");
   EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "1");
   EXPECT_EQ(db_.QueryText("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                           " WHERE schemaname = 'chronoq' AND indexname NOT LIKE '%pkey'"
@@ -95,7 +97,7 @@ TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(db_.QueryText("SELECT count(*) FROM information_schema.tables"
                           " WHERE table_schema = 'chronoq'"),
-            "6");
+            "8");
 }
 
 TEST_F(PostgresStoreTest, ANewerSchemaVersionIsRefused) {

@@ -58,10 +58,14 @@
 #include <spdlog/spdlog.h>
 
 #include "common/mutex.h"
+#include "store/postgres/connection.h"
+#include "store/postgres/migrate.h"
 #include <libpq-fe.h>
 
 namespace chronoq {
 namespace {
+
+using namespace pg;  // NOLINT(google-build-using-namespace): the store is written in its terms
 
 constexpr int64_t kSchemaVersion = 1;
 // The oldest server the statements are written for (identity columns,
@@ -165,553 +169,92 @@ CREATE TABLE IF NOT EXISTS key_cursors(
   prio INTEGER NOT NULL,
   seq BIGINT NOT NULL,
   PRIMARY KEY(qid, key));
+CREATE TABLE IF NOT EXISTS leader(
+  one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+  epoch BIGINT NOT NULL,
+  writer_pid INTEGER NOT NULL,
+  writer_start BIGINT NOT NULL,
+  since BIGINT NOT NULL,
+  node_id TEXT COLLATE "C" NOT NULL,
+  address TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes(
+  node_id TEXT COLLATE "C" PRIMARY KEY,
+  beats BIGINT NOT NULL,
+  seen BIGINT NOT NULL,
+  started BIGINT NOT NULL,
+  epoch BIGINT,
+  address TEXT NOT NULL,
+  role TEXT NOT NULL,
+  version TEXT NOT NULL);
 INSERT INTO meta(k, v) VALUES('schema', 1), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
 )sql";
 
-// The task columns in Rows::Task() order.
+// The task columns in TaskAt() order.
 #define CHRONOQ_PG_TASK_COLS                                                              \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
   "t.response, t.sid, t.key"
 constexpr int kTaskColumns = 19;
 
-// The schedule columns in Rows::Schedule() order.
+// The schedule columns in ScheduleAt() order.
 #define CHRONOQ_PG_SCHEDULE_COLS                                                           \
   "sid, name, qid, spec, paused, current_seq, cursor, next_at, claimed_at, runs, skipped," \
   " last_task, last_for, last_state, last_finished, last_error, created, updated"
 
-int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
-Timestamp FromMicros(int64_t v) { return Timestamp(Duration(v)); }
-
-// 64-bit FNV-1a: advisory lock keys from schema names. Stable across
-// processes and versions (PostgreSQL's hashtext is neither promised).
-int64_t LockKey(std::string_view purpose, std::string_view schema) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&h](std::string_view s) {
-    for (const char c : s) {
-      h ^= static_cast<unsigned char>(c);
-      h *= 1099511628211ull;
-    }
-  };
-  mix("chronoq ");
-  mix(purpose);
-  mix(" ");
-  mix(schema);
-  return static_cast<int64_t>(h);
+// The CHRONOQ_PG_TASK_COLS columns, starting at column 0.
+TaskRow TaskAt(const Rows& rows, int i) {
+  TaskRow r;
+  r.seq = rows.Int(i, 0);
+  r.qid = rows.Int(i, 1);
+  r.state = static_cast<TaskState>(rows.Int(i, 2));
+  r.due = rows.OptTime(i, 3);
+  r.priority = static_cast<int>(rows.Int(i, 4));
+  r.attempt = static_cast<int>(rows.Int(i, 5));
+  r.max_attempts = static_cast<int>(rows.Int(i, 6));
+  r.payload = rows.Text(i, 7);
+  r.name = rows.OptText(i, 8);
+  r.run_at = rows.OptTime(i, 9);
+  if (!rows.IsNull(i, 10)) r.token = static_cast<uint64_t>(rows.Int(i, 10));
+  r.last_error = rows.OptBytes(i, 11);
+  r.updated = rows.OptTime(i, 12);
+  if (!rows.IsNull(i, 13)) r.backoff_base = Duration(rows.Int(i, 13));
+  if (!rows.IsNull(i, 14)) r.backoff_cap = Duration(rows.Int(i, 14));
+  r.target = rows.OptText(i, 15);
+  r.response = rows.OptBytes(i, 16);
+  r.sid = rows.OptInt(i, 17);
+  r.key = rows.OptText(i, 18);
+  return r;
 }
 
-// One line: libpq's messages end in newlines and indent their hints.
-std::string OneLine(std::string_view text) {
-  std::string out;
-  bool space = false;
-  for (const char c : text) {
-    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
-      space = !out.empty();
-      continue;
-    }
-    if (space) out += ' ';
-    space = false;
-    out += c;
-  }
-  return out;
+// seq, qid, due, prio at columns 0-3.
+DueEntry DueAt(const Rows& rows, int i) {
+  return {rows.Int(i, 0), rows.Int(i, 1), FromMicros(rows.Int(i, 2)),
+          static_cast<int>(rows.Int(i, 3))};
 }
 
-// Unavailable with reason kStoreUnavailable: the server cannot be reached
-// (chronoqd answers 503 store_unavailable).
-Status StoreUnavailable(std::string message) {
-  return {StatusCode::kUnavailable, std::move(message), {}, StatusReason::kStoreUnavailable};
+// The CHRONOQ_PG_SCHEDULE_COLS columns.
+ScheduleRow ScheduleAt(const Rows& rows, int i) {
+  ScheduleRow r;
+  r.sid = rows.Int(i, 0);
+  r.name = rows.Text(i, 1);
+  r.qid = rows.Int(i, 2);
+  r.spec = rows.Text(i, 3);
+  r.paused = rows.Bool(i, 4);
+  r.current_seq = rows.OptInt(i, 5);
+  r.cursor = rows.OptTime(i, 6);
+  r.next_at = rows.OptTime(i, 7);
+  r.claimed_at = rows.OptTime(i, 8);
+  r.runs = rows.Int(i, 9);
+  r.skipped = rows.Int(i, 10);
+  r.last_task = rows.OptText(i, 11);
+  r.last_for = rows.OptTime(i, 12);
+  if (!rows.IsNull(i, 13)) r.last_state = static_cast<TaskState>(rows.Int(i, 13));
+  r.last_finished = rows.OptTime(i, 14);
+  r.last_error = rows.OptBytes(i, 15);
+  r.created = FromMicros(rows.Int(i, 16));
+  r.updated = FromMicros(rows.Int(i, 17));
+  return r;
 }
-
-// Whether a failed call means the connection is gone: libpq says so, or the
-// error is libpq's own (no SQLSTATE: "server closed the connection
-// unexpectedly", which libpq reports before it marks the connection bad),
-// or the server ended the session (class 08, 57P01-57P03: shutdown, crash).
-bool ConnectionFailed(PGconn* conn, const PGresult* res) {
-  if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) return true;
-  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
-  if (state == nullptr) return true;
-  const std::string_view code = state;
-  return code.starts_with("08") || code == "57P01" || code == "57P02" || code == "57P03";
-}
-
-// A status for a failed libpq call. Lost connections, shutdowns, full disks,
-// conflicts and I/O errors are Unavailable (retry later), as SQLite's BUSY,
-// FULL and IOERR are; missing privileges FailedPrecondition; corruption
-// DataLoss; the rest are bugs.
-Status PgError(PGconn* conn, const PGresult* res, std::string_view what) {
-  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
-  const char* primary = res != nullptr ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : nullptr;
-  std::string msg = std::string(what) + ": ";
-  if (primary != nullptr) {
-    msg += OneLine(primary);
-  } else if (res != nullptr && *PQresultErrorMessage(res) != '\0') {
-    msg += OneLine(PQresultErrorMessage(res));
-  } else {
-    msg += conn != nullptr ? OneLine(PQerrorMessage(conn)) : "out of memory";
-  }
-  if (state != nullptr) msg += std::string(" (SQLSTATE ") + state + ")";
-  if (ConnectionFailed(conn, res)) {
-    return StoreUnavailable(msg + "; the connection to PostgreSQL is lost");
-  }
-  const std::string_view code = state != nullptr ? state : "";
-  const std::string_view cls = code.substr(0, 2);
-  if (cls == "08" || cls == "40" || cls == "53" || cls == "57" || cls == "58") {
-    return StoreUnavailable(msg);
-  }
-  // Missing privileges are the operator's to grant (docs/OPERATIONS.md).
-  if (code == "42501") return Status::FailedPrecondition(msg);
-  if (code == "XX001" || code == "XX002") return {StatusCode::kDataLoss, msg};
-  return Status::Internal(msg);
-}
-
-// A quoted identifier (the schema name, already validated).
-std::string Quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
-
-// Two lower-case hex digits per byte of `v`: BYTEA's hex input form, after
-// its "\\x".
-void AppendHex(std::string& out, std::string_view v) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.reserve(out.size() + 2 * v.size());
-  for (const char c : v) {
-    const auto b = static_cast<unsigned char>(c);
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-}
-
-// The text-form parameters of one statement, $1 first.
-class Params {
- public:
-  Params& Int(int64_t v) {
-    values_.emplace_back(std::to_string(v));
-    return *this;
-  }
-  Params& Time(Timestamp t) { return Int(Micros(t)); }
-  // A due bucket (CHRONOQ_PG_BUCKET is an integer): the engine's "from the
-  // beginning" and "to the end" lie outside its range, and mean its ends.
-  Params& Bucket(int64_t b) {
-    return Int(std::clamp<int64_t>(b, std::numeric_limits<int32_t>::min(),
-                                   std::numeric_limits<int32_t>::max()));
-  }
-  Params& Bool(bool v) {
-    values_.emplace_back(v ? "t" : "f");
-    return *this;
-  }
-  Params& Text(std::string_view v) {
-    values_.emplace_back(std::string(v));
-    return *this;
-  }
-  // A BYTEA, in PostgreSQL's hex input form.
-  Params& Bytes(std::string_view v) {
-    std::string hex = "\\x";
-    AppendHex(hex, v);
-    values_.emplace_back(std::move(hex));
-    return *this;
-  }
-  Params& Null() {
-    values_.emplace_back(std::nullopt);
-    return *this;
-  }
-  Params& OptInt(const std::optional<int64_t>& v) { return v ? Int(*v) : Null(); }
-  Params& OptTime(const std::optional<Timestamp>& v) { return v ? Time(*v) : Null(); }
-  Params& OptDuration(const std::optional<Duration>& v) {
-    return v ? Int(static_cast<int64_t>(v->count())) : Null();
-  }
-  Params& OptToken(const std::optional<uint64_t>& v) {
-    return v ? Int(static_cast<int64_t>(*v)) : Null();
-  }
-  Params& OptText(const std::optional<std::string>& v) { return v ? Text(*v) : Null(); }
-  Params& OptBytes(const std::optional<std::string>& v) { return v ? Bytes(*v) : Null(); }
-  // A bigint[] in array input form: {1,2,3}.
-  Params& Ints(const std::vector<int64_t>& v) {
-    std::string a = "{";
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i > 0) a += ',';
-      a += std::to_string(v[i]);
-    }
-    values_.emplace_back(a + "}");
-    return *this;
-  }
-  // A text[]: every element quoted, with its quotes and backslashes escaped.
-  Params& Texts(const std::vector<std::string>& v) {
-    std::string a = "{";
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (i > 0) a += ',';
-      a += '"';
-      for (const char c : v[i]) {
-        if (c == '"' || c == '\\') a += '\\';
-        a += c;
-      }
-      a += '"';
-    }
-    values_.emplace_back(a + "}");
-    return *this;
-  }
-
-  int size() const { return static_cast<int>(values_.size()); }
-  std::vector<const char*> Pointers() const {
-    std::vector<const char*> out;
-    out.reserve(values_.size());
-    for (const auto& v : values_) out.push_back(v ? v->c_str() : nullptr);
-    return out;
-  }
-
- private:
-  std::vector<std::optional<std::string>> values_;
-};
-
-struct ResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
-
-// The rows of a successful statement, in text form.
-class Rows {
- public:
-  explicit Rows(PgResult r) : r_(std::move(r)) {}
-
-  int size() const { return PQntuples(r_.get()); }
-  bool empty() const { return size() == 0; }
-  // The command tag ("COMMIT", "ROLLBACK", "UPDATE 3", ...).
-  std::string_view command() const { return PQcmdStatus(r_.get()); }
-  // Rows an INSERT, UPDATE or DELETE touched.
-  int64_t affected() const {
-    const char* n = PQcmdTuples(r_.get());
-    int64_t v = 0;
-    std::from_chars(n, n + std::strlen(n), v);
-    return v;
-  }
-
-  bool IsNull(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
-  // NULL reads as 0, as in SQLite.
-  int64_t Int(int row, int col) const {
-    const char* p = PQgetvalue(r_.get(), row, col);
-    int64_t v = 0;
-    std::from_chars(p, p + PQgetlength(r_.get(), row, col), v);
-    return v;
-  }
-  bool Bool(int row, int col) const { return PQgetvalue(r_.get(), row, col)[0] == 't'; }
-  std::string Text(int row, int col) const {
-    return std::string(PQgetvalue(r_.get(), row, col),
-                       static_cast<size_t>(PQgetlength(r_.get(), row, col)));
-  }
-  // A BYTEA in hex output form ("\x6869"; the session sets bytea_output).
-  std::string Bytes(int row, int col) const {
-    const std::string_view hex(PQgetvalue(r_.get(), row, col),
-                               static_cast<size_t>(PQgetlength(r_.get(), row, col)));
-    auto nibble = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return 0;
-    };
-    std::string out;
-    if (hex.size() < 2) return out;
-    out.reserve((hex.size() - 2) / 2);
-    for (size_t i = 2; i + 1 < hex.size(); i += 2) {
-      out += static_cast<char>(nibble(hex[i]) << 4 | nibble(hex[i + 1]));
-    }
-    return out;
-  }
-  std::optional<int64_t> OptInt(int row, int col) const {
-    return IsNull(row, col) ? std::nullopt : std::optional<int64_t>(Int(row, col));
-  }
-  std::optional<Timestamp> OptTime(int row, int col) const {
-    return IsNull(row, col) ? std::nullopt : std::optional<Timestamp>(FromMicros(Int(row, col)));
-  }
-  std::optional<std::string> OptText(int row, int col) const {
-    return IsNull(row, col) ? std::nullopt : std::optional<std::string>(Text(row, col));
-  }
-  std::optional<std::string> OptBytes(int row, int col) const {
-    return IsNull(row, col) ? std::nullopt : std::optional<std::string>(Bytes(row, col));
-  }
-
-  // The CHRONOQ_PG_TASK_COLS columns, starting at column 0.
-  TaskRow Task(int i) const {
-    TaskRow r;
-    r.seq = Int(i, 0);
-    r.qid = Int(i, 1);
-    r.state = static_cast<TaskState>(Int(i, 2));
-    r.due = OptTime(i, 3);
-    r.priority = static_cast<int>(Int(i, 4));
-    r.attempt = static_cast<int>(Int(i, 5));
-    r.max_attempts = static_cast<int>(Int(i, 6));
-    r.payload = Text(i, 7);
-    r.name = OptText(i, 8);
-    r.run_at = OptTime(i, 9);
-    if (!IsNull(i, 10)) r.token = static_cast<uint64_t>(Int(i, 10));
-    r.last_error = OptBytes(i, 11);
-    r.updated = OptTime(i, 12);
-    if (!IsNull(i, 13)) r.backoff_base = Duration(Int(i, 13));
-    if (!IsNull(i, 14)) r.backoff_cap = Duration(Int(i, 14));
-    r.target = OptText(i, 15);
-    r.response = OptBytes(i, 16);
-    r.sid = OptInt(i, 17);
-    r.key = OptText(i, 18);
-    return r;
-  }
-  // seq, qid, due, prio at columns 0-3.
-  DueEntry Due(int i) const {
-    return {Int(i, 0), Int(i, 1), FromMicros(Int(i, 2)), static_cast<int>(Int(i, 3))};
-  }
-  // The CHRONOQ_PG_SCHEDULE_COLS columns.
-  ScheduleRow Schedule(int i) const {
-    ScheduleRow r;
-    r.sid = Int(i, 0);
-    r.name = Text(i, 1);
-    r.qid = Int(i, 2);
-    r.spec = Text(i, 3);
-    r.paused = Bool(i, 4);
-    r.current_seq = OptInt(i, 5);
-    r.cursor = OptTime(i, 6);
-    r.next_at = OptTime(i, 7);
-    r.claimed_at = OptTime(i, 8);
-    r.runs = Int(i, 9);
-    r.skipped = Int(i, 10);
-    r.last_task = OptText(i, 11);
-    r.last_for = OptTime(i, 12);
-    if (!IsNull(i, 13)) r.last_state = static_cast<TaskState>(Int(i, 13));
-    r.last_finished = OptTime(i, 14);
-    r.last_error = OptBytes(i, 15);
-    r.created = FromMicros(Int(i, 16));
-    r.updated = FromMicros(Int(i, 17));
-    return r;
-  }
-
- private:
-  PgResult r_;
-};
-
-// A statement prepared on a connection under `name`.
-struct Sql {
-  const char* name;
-  const char* text;
-};
-
-// Server messages (NOTICEs are filtered out by client_min_messages) go to
-// the log, not to libpq's default of stderr.
-void OnNotice(void*, const char* message) { spdlog::warn("postgres: {}", OneLine(message)); }
-
-// One libpq connection with its prepared statements. Not thread-safe.
-class Connection {
- public:
-  Connection() = default;
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  ~Connection() {
-    if (conn_ != nullptr) PQfinish(conn_);
-  }
-
-  // Connects with chronoq's defaults, which `conninfo` may override (libpq
-  // reads its keywords in order, and the conninfo comes last), and runs
-  // `session_sql` (SET ...). `app_name` names the connection in
-  // pg_stat_activity unless the conninfo names it.
-  Status Connect(const std::string& conninfo, const char* app_name, std::string session_sql) {
-    conninfo_ = conninfo;
-    app_name_ = app_name;
-    session_sql_ = std::move(session_sql);
-    return ConnectAgain();
-  }
-
-  // Connects again after the connection was lost, with the same settings
-  // and statements.
-  Status ConnectAgain() {
-    if (conn_ != nullptr) PQfinish(conn_);
-    // Whatever the old connection was in the middle of is gone with it.
-    broken_ = false;
-    copy_sql_ = nullptr;
-    copy_buf_.clear();
-    // A server that does not answer must not hold the engine up for long:
-    // connecting gives up after 5 s, and a statement sent to a server that
-    // vanished (a dead host: no reset ever comes) fails once its data has
-    // gone unacknowledged for 10 s (tcp_user_timeout), or, on an idle
-    // connection, after about a minute of unanswered keepalives.
-    const char* keys[] = {"connect_timeout",
-                          "fallback_application_name",
-                          "keepalives_idle",
-                          "keepalives_interval",
-                          "keepalives_count",
-                          "tcp_user_timeout",
-                          "dbname",
-                          nullptr};
-    const char* values[] = {"5", app_name_.c_str(), "30", "10", "3", "10000", conninfo_.c_str(),
-                            nullptr};
-    conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
-    if (conn_ == nullptr) return StoreUnavailable("cannot connect to PostgreSQL: out of memory");
-    if (PQstatus(conn_) != CONNECTION_OK) {
-      std::string msg = OneLine(PQerrorMessage(conn_));
-      PQfinish(conn_);
-      conn_ = nullptr;
-      return StoreUnavailable("cannot connect to PostgreSQL: " + msg);
-    }
-    PQsetNoticeProcessor(conn_, &OnNotice, nullptr);
-    CHRONOQ_RETURN_IF_ERROR(Run(session_sql_, "set up the session"));
-    for (const Sql* sql : prepared_) CHRONOQ_RETURN_IF_ERROR(PrepareOnServer(*sql));
-    return {};
-  }
-
-  // Prepares `sql` now and after every reconnection.
-  Status Prepare(const Sql& sql) {
-    CHRONOQ_RETURN_IF_ERROR(PrepareOnServer(sql));
-    prepared_.push_back(&sql);
-    return {};
-  }
-
-  // Runs a prepared statement.
-  Result<Rows> Exec(const Sql& sql, const Params& params, std::string_view what) {
-    CHRONOQ_RETURN_IF_ERROR(Flush());
-    if (lost()) return Lost(what);
-    const std::vector<const char*> values = params.Pointers();
-    return Check(PQexecPrepared(conn_, sql.name, params.size(), values.data(), nullptr, nullptr, 0),
-                 what);
-  }
-  Result<Rows> Exec(const Sql& sql, std::string_view what) { return Exec(sql, Params(), what); }
-
-  // Runs a statement that is not prepared (one statement, parameters $1...).
-  Result<Rows> ExecOnce(const std::string& sql, const Params& params, std::string_view what) {
-    CHRONOQ_RETURN_IF_ERROR(Flush());
-    if (lost()) return Lost(what);
-    const std::vector<const char*> values = params.Pointers();
-    return Check(PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(), nullptr,
-                              nullptr, 0),
-                 what);
-  }
-
-  // Runs SQL without parameters: any number of statements (simple protocol).
-  Result<Rows> RunRows(const std::string& sql, std::string_view what) {
-    CHRONOQ_RETURN_IF_ERROR(Flush());
-    if (lost()) return Lost(what);
-    return Check(PQexec(conn_, sql.c_str()), what);
-  }
-  Status Run(const std::string& sql, std::string_view what) { return RunRows(sql, what).status(); }
-
-  // Write-behind rows: CopyRow adds one line of COPY text (AppendCopyRow) to
-  // the COPY `copy_sql` (... FROM STDIN), which it starts if none is open.
-  // Lines go to the server in blocks while the caller goes on, and the COPY
-  // ends before the next statement of any kind (Flush), so statements still
-  // run in the order they were asked for: a COPY is only a faster INSERT.
-  // Its errors (none are expected: the rows' keys are the engine's own) come
-  // from the statement that ends it, or from Commit.
-  Status CopyRow(const char* copy_sql, std::string_view line) {
-    if (copy_sql_ != copy_sql) {
-      CHRONOQ_RETURN_IF_ERROR(Flush());
-      if (lost()) return Lost("start a COPY");
-      PgResult r(PQexec(conn_, copy_sql));
-      if (r == nullptr || PQresultStatus(r.get()) != PGRES_COPY_IN) {
-        if (ConnectionFailed(conn_, r.get())) broken_ = true;
-        return PgError(conn_, r.get(), "start a COPY");
-      }
-      copy_sql_ = copy_sql;
-    }
-    copy_buf_.append(line);
-    if (copy_buf_.size() >= kCopyBlock) return PutCopyData();
-    return {};
-  }
-  // Runs `hook` before every statement while something is pending (a COPY
-  // open, or `pending()` true): the store's write-behind work that must
-  // precede whatever comes next. Statements the hook runs do not run it.
-  void SetBeforeStatement(std::function<bool()> pending, std::function<Status()> hook) {
-    pending_ = std::move(pending);
-    before_statement_ = std::move(hook);
-  }
-  // Ends an open COPY and runs the before-statement hook.
-  Status Flush() {
-    if (in_flush_) return {};
-    in_flush_ = true;
-    Status s = EndCopy();
-    if (s.ok() && pending_ && pending_()) s = before_statement_();
-    in_flush_ = false;
-    return s;
-  }
-  // Drops an open COPY with its rows (before a rollback).
-  void AbortCopy() {
-    if (copy_sql_ == nullptr) return;
-    copy_sql_ = nullptr;
-    copy_buf_.clear();
-    if (lost()) return;
-    if (PQputCopyEnd(conn_, "rolled back") == 1) {
-      while (PGresult* r = PQgetResult(conn_)) PQclear(r);
-    }
-  }
-
-  bool lost() const { return broken_ || conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK; }
-  // In a transaction block (BEGIN), possibly inside one of our COPYs.
-  bool in_transaction() const {
-    return copy_sql_ != nullptr || transaction_status() == PQTRANS_INTRANS;
-  }
-  PGTransactionStatusType transaction_status() const {
-    return conn_ == nullptr ? PQTRANS_UNKNOWN : PQtransactionStatus(conn_);
-  }
-  PGconn* raw() const { return conn_; }
-
- private:
-  Status PrepareOnServer(const Sql& sql) {
-    PgResult r(PQprepare(conn_, sql.name, sql.text, 0, nullptr));
-    if (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
-      return PgError(conn_, r.get(), std::string("prepare ") + sql.name);
-    }
-    return {};
-  }
-
-  // About the size of a socket write: big enough that libpq's calls cost
-  // nothing per row, small enough that the server starts early.
-  static constexpr size_t kCopyBlock = 64 * 1024;
-
-  Status PutCopyData() {
-    const int sent = PQputCopyData(conn_, copy_buf_.data(), static_cast<int>(copy_buf_.size()));
-    copy_buf_.clear();
-    if (sent != 1) {
-      broken_ = true;
-      return PgError(conn_, nullptr, "COPY rows");
-    }
-    return {};
-  }
-  Status EndCopy() {
-    if (copy_sql_ == nullptr) return {};
-    copy_sql_ = nullptr;
-    Status s = copy_buf_.empty() ? Status() : PutCopyData();
-    if (s.ok() && PQputCopyEnd(conn_, nullptr) != 1) {
-      broken_ = true;
-      s = PgError(conn_, nullptr, "end the COPY");
-    }
-    PgResult r(PQgetResult(conn_));
-    if (s.ok() && (r == nullptr || PQresultStatus(r.get()) != PGRES_COMMAND_OK)) {
-      if (ConnectionFailed(conn_, r.get())) broken_ = true;
-      s = PgError(conn_, r.get(), "COPY rows");
-    }
-    while (PGresult* more = PQgetResult(conn_)) PQclear(more);
-    return s;
-  }
-
-  // A call after the connection was lost: libpq still holds why.
-  Status Lost(std::string_view what) const {
-    return StoreUnavailable(
-        std::string(what) + ": the connection to PostgreSQL is lost" +
-        (conn_ != nullptr ? " (" + OneLine(PQerrorMessage(conn_)) + ")" : ""));
-  }
-
-  Result<Rows> Check(PGresult* raw, std::string_view what) {
-    PgResult r(raw);
-    const ExecStatusType st = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-      if (ConnectionFailed(conn_, r.get())) broken_ = true;
-      return PgError(conn_, r.get(), what);
-    }
-    return Rows(std::move(r));
-  }
-
-  PGconn* conn_ = nullptr;
-  bool broken_ = false;             // a call found the connection gone (ConnectionFailed)
-  const char* copy_sql_ = nullptr;  // the open COPY, if any
-  std::string copy_buf_;            // its lines not yet given to libpq
-  std::function<bool()> pending_;
-  std::function<Status()> before_statement_;
-  bool in_flush_ = false;
-  std::string conninfo_;
-  std::string app_name_;
-  std::string session_sql_;
-  std::vector<const Sql*> prepared_;
-};
 
 // --- the statements ------------------------------------------------------------
 // Parameters whose type PostgreSQL cannot tell from where they first appear
@@ -771,8 +314,8 @@ constexpr Sql kByName{"by_name", "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t W
 constexpr Sql kMarkRunning{
     "mark_running",
     "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3"
-    " WHERE t.seq = ANY($4::bigint[]) AND " CHRONOQ_PG_STATE_IS("t.state", "0")
-    " RETURNING " CHRONOQ_PG_TASK_COLS};
+    " WHERE t.seq = ANY($4::bigint[]) AND " CHRONOQ_PG_STATE_IS(
+        "t.state", "0") " RETURNING " CHRONOQ_PG_TASK_COLS};
 // Leaving `scheduled` keeps the instant it was due in run_at; entering it
 // clears run_at, since due is the run time again.
 constexpr Sql kMove{
@@ -784,9 +327,10 @@ constexpr Sql kMove{
     " korder=CASE WHEN key IS NOT NULL AND $2::integer=0 AND coalesce($5::integer, attempt)=0"
     "             THEN $3::bigint ELSE korder END"
     " WHERE seq=$1"};
-constexpr Sql kMarkSucceeded{"mark_succeeded",
-                             "UPDATE tasks SET state=2, due=$1, token=NULL, updated=$2"
-                             " WHERE seq = ANY($3::bigint[]) AND " CHRONOQ_PG_STATE_IS("state", "1")};
+constexpr Sql kMarkSucceeded{
+    "mark_succeeded",
+    "UPDATE tasks SET state=2, due=$1, token=NULL, updated=$2"
+    " WHERE seq = ANY($3::bigint[]) AND " CHRONOQ_PG_STATE_IS("state", "1")};
 constexpr Sql kSetDue{"set_due", "UPDATE tasks SET due=$2, updated=$3 WHERE seq=$1"};
 constexpr Sql kSetPayload{"set_payload", "UPDATE tasks SET payload=$2 WHERE seq=$1"};
 constexpr Sql kSetResponse{"set_response", "UPDATE tasks SET response=$2 WHERE seq=$1"};
@@ -809,7 +353,8 @@ constexpr Sql kLoadRunning{"load_running",
                            "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t WHERE t.state=1"};
 constexpr Sql kPurge{"purge",
                      "DELETE FROM tasks WHERE seq IN (SELECT seq FROM tasks WHERE state IN (2,3)"
-                     " AND " CHRONOQ_PG_BUCKET " <= $3 AND due <= $1 LIMIT $2)"
+                     " AND " CHRONOQ_PG_BUCKET
+                     " <= $3 AND due <= $1 LIMIT $2)"
                      " RETURNING qid, state, key"};
 // The earliest bucket of each finished state: two probes of tasks_due.
 constexpr Sql kNextPurge{"next_purge", "SELECT least((SELECT " CHRONOQ_PG_BUCKET
@@ -930,11 +475,20 @@ void AppendTask(Params& p, const TaskRow& r) {
 void AppendCopyText(std::string& out, std::string_view v) {
   for (const char c : v) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        out += c;
     }
   }
 }
@@ -1092,9 +646,65 @@ constexpr char kRaiseScheduleIds[] =
     "SELECT setval(x.s, $1::bigint) FROM (SELECT pg_get_serial_sequence('schedules', 'sid')::"
     "regclass AS s) x WHERE $1::bigint > coalesce(pg_sequence_last_value(x.s), 0)";
 
+// Creates the schema and its tables, or brings them up to kSchemaVersion,
+// in one transaction on `conn` (idle). Opens of other schemas and other
+// engines wait on the transaction's advisory lock, so two never create the
+// same objects at once.
+Status MigrateInTransaction(Connection& conn, const std::string& schema) {
+  CHRONOQ_RETURN_IF_ERROR(conn.ExecOnce("SELECT pg_advisory_xact_lock($1::bigint)",
+                                        Params().Int(LockKey("migrate", schema)),
+                                        "lock the schema for migration")
+                              .status());
+  // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
+  // schema exists: ask first, so that a schema made for chronoq by an
+  // administrator is enough.
+  CHRONOQ_ASSIGN_OR_RETURN(Rows exists,
+                           conn.ExecOnce("SELECT 1 FROM pg_namespace WHERE nspname = $1",
+                                         Params().Text(schema), "look for the schema"));
+  if (exists.empty()) {
+    CHRONOQ_RETURN_IF_ERROR(conn.Run("CREATE SCHEMA " + Quoted(schema), "create schema " + schema));
+  }
+  CHRONOQ_RETURN_IF_ERROR(conn.Run(kSchema, "create the tables of schema " + schema));
+  CHRONOQ_ASSIGN_OR_RETURN(
+      Rows version, conn.RunRows("SELECT v FROM meta WHERE k='schema'", "read schema version"));
+  if (version.empty()) return Status::Internal("schema " + schema + " has no version");
+  const int64_t v = version.Int(0, 0);
+  if (v < kSchemaVersion) {
+    // Version 1 is the first: migrations from it come with version 2.
+    return Status::Internal("schema " + schema + " has unknown version " + std::to_string(v));
+  }
+  return {};  // a newer version is left alone: LoadMeta refuses it
+}
+
+}  // namespace
+
+std::string pg::SessionSetup(const std::string& schema) {
+  return "SET search_path TO " + Quoted(schema) +
+         "; SET bytea_output TO hex; SET client_encoding TO 'UTF8';"
+         " SET client_min_messages TO warning;"
+         " SET default_transaction_isolation TO 'read committed';";
+}
+
+Status pg::MigrateSchema(Connection& conn, const std::string& schema) {
+  CHRONOQ_RETURN_IF_ERROR(conn.Run("BEGIN", "begin"));
+  Status s = MigrateInTransaction(conn, schema);
+  if (s.ok()) {
+    Result<Rows> r = conn.RunRows("COMMIT", "commit");
+    s = r.status();
+    if (s.ok() && r->command() != "COMMIT") s = Status::Internal("migrate: rolled back");
+  }
+  if (!s.ok() && conn.transaction_status() != PQTRANS_IDLE && !conn.lost()) {
+    conn.Run("ROLLBACK", "rollback").IgnoreError();
+  }
+  return s;
+}
+
+namespace {
+
 class PostgresStore final : public Store {
  public:
-  PostgresStore(std::string schema, Clock& clock) : schema_(std::move(schema)), clock_(clock) {}
+  PostgresStore(std::string schema, Clock& clock, std::optional<PostgresLeadership> leadership)
+      : schema_(std::move(schema)), clock_(clock), leadership_(std::move(leadership)) {}
   ~PostgresStore() override {
     // The server drops a session's locks only once its backend has exited,
     // a little after the connection closes: an engine opened right after
@@ -1109,12 +719,7 @@ class PostgresStore final : public Store {
   }
 
   Status Open(const std::string& conninfo) {
-    // The statements assume read committed (each sees what committed
-    // before it), whatever the database's default.
-    const std::string session = "SET search_path TO " + Quoted(schema_) +
-                                "; SET bytea_output TO hex; SET client_encoding TO 'UTF8';"
-                                " SET client_min_messages TO warning;"
-                                " SET default_transaction_isolation TO 'read committed';";
+    const std::string session = SessionSetup(schema_);
     // Durability: a commit returns once its WAL is flushed on the server,
     // whatever the server's or the database's default.
     CHRONOQ_RETURN_IF_ERROR(
@@ -1123,8 +728,9 @@ class PostgresStore final : public Store {
     // The writer idles between commits and must not be ended for it: with
     // it would go the schema's lock, and the engine.
     CHRONOQ_RETURN_IF_ERROR(KeepWriterSession());
-    CHRONOQ_RETURN_IF_ERROR(LockSchema(kLockPatience));
+    CHRONOQ_RETURN_IF_ERROR(LockSchema(leadership_ ? leadership_->lock_patience : kLockPatience));
     CHRONOQ_RETURN_IF_ERROR(Migrate());
+    if (leadership_) CHRONOQ_RETURN_IF_ERROR(TakeLeadership());
     for (const Sql* sql : kWriterStatements) CHRONOQ_RETURN_IF_ERROR(writer_.Prepare(*sql));
     writer_.SetBeforeStatement([this] { return !keyed_inserts_.empty(); },
                                [this] { return LowerPendingKeyCursors(); });
@@ -1152,7 +758,19 @@ class PostgresStore final : public Store {
 
   Status Begin() override {
     CHRONOQ_RETURN_IF_ERROR(EnsureWriter());
-    return writer_.Run("BEGIN", "begin");
+    if (!leadership_) return writer_.Run("BEGIN", "begin");
+    // The fence, in the same round trip as BEGIN: the epoch read under a
+    // share lock, so a takeover's epoch bump waits for this transaction to
+    // end, and any later transaction of ours sees the new epoch.
+    Result<Rows> r = writer_.RunRows("BEGIN; SELECT epoch FROM leader FOR SHARE", "begin");
+    if (r.ok() && !r->empty() && r->Int(0, 0) == epoch_) return {};
+    Rollback();
+    if (!r.ok() && !writer_.lost()) return r.status();
+    return Deposed(!r.ok() ? r.status().message()
+                           : "the leader epoch is " +
+                                 (r->empty() ? std::string("gone") : std::to_string(r->Int(0, 0))) +
+                                 ", not this node's " + std::to_string(epoch_) +
+                                 ": another node took over");
   }
   Status Commit() override {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.RunRows("COMMIT", "commit"));
@@ -1283,11 +901,11 @@ class PostgresStore final : public Store {
 
   Result<std::optional<TaskRow>> FindBySeq(int64_t seq) override {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kBySeq, Params().Int(seq), "find task"));
-    return r.empty() ? std::optional<TaskRow>() : std::optional<TaskRow>(r.Task(0));
+    return r.empty() ? std::optional<TaskRow>() : std::optional<TaskRow>(TaskAt(r, 0));
   }
   Result<std::optional<TaskRow>> FindByName(const std::string& name) override {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kByName, Params().Text(name), "find task"));
-    return r.empty() ? std::optional<TaskRow>() : std::optional<TaskRow>(r.Task(0));
+    return r.empty() ? std::optional<TaskRow>() : std::optional<TaskRow>(TaskAt(r, 0));
   }
 
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
@@ -1299,7 +917,7 @@ class PostgresStore final : public Store {
     p.Time(lease_until).Int(static_cast<int64_t>(token)).Time(now).Ints(seqs);
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kMarkRunning, p, "claim tasks"));
     out.reserve(static_cast<size_t>(r.size()));
-    for (int i = 0; i < r.size(); ++i) out.push_back(r.Task(i));
+    for (int i = 0; i < r.size(); ++i) out.push_back(TaskAt(r, i));
     return out;
   }
 
@@ -1341,7 +959,7 @@ class PostgresStore final : public Store {
     std::vector<DueEntry> out;
     out.reserve(static_cast<size_t>(r.size()));
     for (int i = 0; i < r.size(); ++i) {
-      out.push_back(r.Due(i));
+      out.push_back(DueAt(r, i));
       out.back().key = r.OptText(i, 4);
       out.back().started = r.Int(i, 5) > 0;
     }
@@ -1349,8 +967,8 @@ class PostgresStore final : public Store {
   }
 
   Result<std::optional<int64_t>> NextScheduledBucket(int64_t from_bucket) override {
-    CHRONOQ_ASSIGN_OR_RETURN(Rows r,
-                             writer_.Exec(kNextScheduled, Params().Bucket(from_bucket), "next due"));
+    CHRONOQ_ASSIGN_OR_RETURN(
+        Rows r, writer_.Exec(kNextScheduled, Params().Bucket(from_bucket), "next due"));
     return r.empty() ? std::optional<int64_t>() : std::optional<int64_t>(r.Int(0, 0));
   }
 
@@ -1363,7 +981,7 @@ class PostgresStore final : public Store {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kKeyHeads, p.Int(limit), "key heads"));
     std::vector<DueEntry> out;
     out.reserve(static_cast<size_t>(r.size()));
-    for (int i = 0; i < r.size(); ++i) out.push_back(r.Due(i));
+    for (int i = 0; i < r.size(); ++i) out.push_back(DueAt(r, i));
     return out;
   }
   Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
@@ -1391,7 +1009,7 @@ class PostgresStore final : public Store {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kLoadRunning, "load running"));
     std::vector<TaskRow> out;
     out.reserve(static_cast<size_t>(r.size()));
-    for (int i = 0; i < r.size(); ++i) out.push_back(r.Task(i));
+    for (int i = 0; i < r.size(); ++i) out.push_back(TaskAt(r, i));
     return out;
   }
 
@@ -1453,12 +1071,12 @@ class PostgresStore final : public Store {
   Result<std::optional<ScheduleRow>> FindSchedule(int64_t sid) override {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r,
                              writer_.Exec(kScheduleBySid, Params().Int(sid), "find schedule"));
-    return r.empty() ? std::optional<ScheduleRow>() : std::optional<ScheduleRow>(r.Schedule(0));
+    return r.empty() ? std::optional<ScheduleRow>() : std::optional<ScheduleRow>(ScheduleAt(r, 0));
   }
   Result<std::optional<ScheduleRow>> FindScheduleByName(const std::string& name) override {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r,
                              writer_.Exec(kScheduleByName, Params().Text(name), "find schedule"));
-    return r.empty() ? std::optional<ScheduleRow>() : std::optional<ScheduleRow>(r.Schedule(0));
+    return r.empty() ? std::optional<ScheduleRow>() : std::optional<ScheduleRow>(ScheduleAt(r, 0));
   }
   Result<std::vector<ScheduleRow>> SchedulesDueBefore(Timestamp before, int64_t after_sid,
                                                       int limit) override {
@@ -1556,8 +1174,8 @@ class PostgresStore final : public Store {
   Result<RowCounts> CountRows() override {
     RowCounts counts;
     CHRONOQ_ASSIGN_OR_RETURN(
-        Rows by_state, writer_.RunRows("SELECT state, count(*) FROM tasks GROUP BY state",
-                                       "count tasks"));
+        Rows by_state,
+        writer_.RunRows("SELECT state, count(*) FROM tasks GROUP BY state", "count tasks"));
     for (int i = 0; i < by_state.size(); ++i) {
       const int64_t state = by_state.Int(i, 0);
       if (state < 0 || state >= static_cast<int64_t>(counts.tasks.size())) {
@@ -1605,7 +1223,7 @@ class PostgresStore final : public Store {
                                  Params().Int(after_seq).Int(limit), "export tasks"));
     std::vector<StoredTask> out;
     out.reserve(static_cast<size_t>(r.size()));
-    for (int i = 0; i < r.size(); ++i) out.push_back({r.Task(i), r.OptTime(i, kTaskColumns)});
+    for (int i = 0; i < r.size(); ++i) out.push_back({TaskAt(r, i), r.OptTime(i, kTaskColumns)});
     return out;
   }
   Status ImportTasks(const std::vector<StoredTask>& rows) override {
@@ -1674,16 +1292,16 @@ class PostgresStore final : public Store {
                                                      const std::string& after_key,
                                                      int limit) override {
     CHRONOQ_ASSIGN_OR_RETURN(
-        Rows r, writer_.ExecOnce("SELECT qid, key, korder, prio, seq FROM key_cursors"
-                                 " WHERE (qid, key) > ($1, $2) ORDER BY qid, key LIMIT $3",
-                                 Params().Int(after_qid).Text(after_key).Int(limit),
-                                 "export key cursors"));
+        Rows r,
+        writer_.ExecOnce("SELECT qid, key, korder, prio, seq FROM key_cursors"
+                         " WHERE (qid, key) > ($1, $2) ORDER BY qid, key LIMIT $3",
+                         Params().Int(after_qid).Text(after_key).Int(limit), "export key cursors"));
     std::vector<KeyCursorRow> out;
     out.reserve(static_cast<size_t>(r.size()));
     for (int i = 0; i < r.size(); ++i) {
-      out.push_back({r.Int(i, 0), r.Text(i, 1),
-                     KeyPosition{FromMicros(r.Int(i, 2)), static_cast<int>(r.Int(i, 3)),
-                                 r.Int(i, 4)}});
+      out.push_back(
+          {r.Int(i, 0), r.Text(i, 1),
+           KeyPosition{FromMicros(r.Int(i, 2)), static_cast<int>(r.Int(i, 3)), r.Int(i, 4)}});
     }
     return out;
   }
@@ -1698,13 +1316,13 @@ class PostgresStore final : public Store {
 
  private:
   static ReadRow ReadRowOf(const Rows& r, int i) {
-    return ReadRow{r.Task(i), r.Text(i, kTaskColumns)};
+    return ReadRow{TaskAt(r, i), r.Text(i, kTaskColumns)};
   }
 
   static std::vector<ScheduleRow> Schedules(const Rows& r) {
     std::vector<ScheduleRow> out;
     out.reserve(static_cast<size_t>(r.size()));
-    for (int i = 0; i < r.size(); ++i) out.push_back(r.Schedule(i));
+    for (int i = 0; i < r.size(); ++i) out.push_back(ScheduleAt(r, i));
     return out;
   }
 
@@ -1755,11 +1373,14 @@ class PostgresStore final : public Store {
   // (100 ms, doubling to 5 s), failing at once in between.
   Status EnsureWriter() {
     if (locked_ && !writer_.lost()) return {};
+    // A leader never reconnects: its lock may be another node's by now.
+    if (leadership_) return Deposed("lost the writer's session, which held the leadership");
     const Timestamp now = clock_.Now();
     if (!reconnect_error_.empty() && now < next_reconnect_) {
       return StoreUnavailable(
           reconnect_error_ + " (next attempt in " +
-          std::to_string(std::chrono::ceil<std::chrono::milliseconds>(next_reconnect_ - now).count()) +
+          std::to_string(
+              std::chrono::ceil<std::chrono::milliseconds>(next_reconnect_ - now).count()) +
           " ms)");
     }
     Status s = Reconnect();
@@ -1787,6 +1408,58 @@ class PostgresStore final : public Store {
     return locked;
   }
 
+  // Cluster mode: records this node as the schema's leader under a new
+  // epoch, with the writer session's identity (pid and start, so a standby
+  // that finds this node silent ends exactly this session and no other).
+  // The engine lock is held: no other node can be doing the same.
+  Status TakeLeadership() {
+    CHRONOQ_ASSIGN_OR_RETURN(
+        Rows r,
+        writer_.ExecOnce(
+            "INSERT INTO leader(one, epoch, writer_pid, writer_start, since, node_id,"
+            " address) SELECT true, 1, pid, " CHRONOQ_PG_MICROS(
+                "backend_start") ", " CHRONOQ_PG_MICROS("clock_timestamp()") ", $1, $2"
+                                                                             " FROM "
+                                                                             "pg_stat_activity "
+                                                                             "WHERE pid = "
+                                                                             "pg_backend_pid()"
+                                                                             " ON CONFLICT (one) "
+                                                                             "DO UPDATE SET epoch "
+                                                                             "= leader.epoch + 1,"
+                                                                             " writer_pid = "
+                                                                             "EXCLUDED.writer_pid, "
+                                                                             "writer_start = "
+                                                                             "EXCLUDED.writer_"
+                                                                             "start,"
+                                                                             " since = "
+                                                                             "EXCLUDED.since, "
+                                                                             "node_id = "
+                                                                             "EXCLUDED.node_id,"
+                                                                             " address = "
+                                                                             "EXCLUDED.address "
+                                                                             "RETURNING epoch",
+            Params().Text(leadership_->node_id).Text(leadership_->address), "take the leadership"));
+    if (r.empty()) return Status::Internal("take the leadership: no epoch returned");
+    epoch_ = r.Int(0, 0);
+    spdlog::info("postgres: node {} leads schema {} with epoch {}", leadership_->node_id, schema_,
+                 epoch_);
+    return {};
+  }
+
+  // Cluster mode: this node no longer leads (or cannot know that it does).
+  // Tells on_deposed once; every later call fails the same way.
+  Status Deposed(const std::string& why) {
+    if (deposed_.empty()) {
+      deposed_ =
+          "this node no longer leads the cluster (epoch " + std::to_string(epoch_) + "): " + why;
+      spdlog::warn("postgres: {}", deposed_);
+      if (leadership_->on_deposed) {
+        leadership_->on_deposed(Status(StatusCode::kUnavailable, deposed_));
+      }
+    }
+    return {StatusCode::kUnavailable, deposed_, {}, StatusReason::kNotLeader};
+  }
+
   // Takes the schema's engine lock, trying for up to `patience` (real time:
   // opening waits for a crashed engine's session to end).
   Status LockSchema(Duration patience) {
@@ -1809,44 +1482,7 @@ class PostgresStore final : public Store {
         "one engine writes a schema at a time");
   }
 
-  // Creates the schema and its tables, or brings them up to kSchemaVersion,
-  // in one transaction. Opens of other schemas and other engines wait on the
-  // transaction's advisory lock, so two never create the same objects at once.
-  Status Migrate() {
-    CHRONOQ_RETURN_IF_ERROR(writer_.Run("BEGIN", "begin"));
-    Status s = MigrateInTransaction();
-    if (s.ok()) s = Commit();
-    if (!s.ok()) Rollback();
-    return s;
-  }
-
-  Status MigrateInTransaction() {
-    CHRONOQ_RETURN_IF_ERROR(writer_
-                                .ExecOnce("SELECT pg_advisory_xact_lock($1::bigint)",
-                                          Params().Int(LockKey("migrate", schema_)),
-                                          "lock the schema for migration")
-                                .status());
-    // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the
-    // schema exists: ask first, so that a schema made for chronoq by an
-    // administrator is enough.
-    CHRONOQ_ASSIGN_OR_RETURN(Rows exists,
-                             writer_.ExecOnce("SELECT 1 FROM pg_namespace WHERE nspname = $1",
-                                              Params().Text(schema_), "look for the schema"));
-    if (exists.empty()) {
-      CHRONOQ_RETURN_IF_ERROR(
-          writer_.Run("CREATE SCHEMA " + Quoted(schema_), "create schema " + schema_));
-    }
-    CHRONOQ_RETURN_IF_ERROR(writer_.Run(kSchema, "create the tables of schema " + schema_));
-    CHRONOQ_ASSIGN_OR_RETURN(Rows version, writer_.RunRows("SELECT v FROM meta WHERE k='schema'",
-                                                           "read schema version"));
-    if (version.empty()) return Status::Internal("schema " + schema_ + " has no version");
-    const int64_t v = version.Int(0, 0);
-    if (v < kSchemaVersion) {
-      // Version 1 is the first: migrations from it come with version 2.
-      return Status::Internal("schema " + schema_ + " has unknown version " + std::to_string(v));
-    }
-    return {};  // a newer version is left alone: LoadMeta refuses it
-  }
+  Status Migrate() { return MigrateSchema(writer_, schema_); }
 
   // --- key cursors (store.h) ---
   // Where a key's tasks waiting to start are searched from: after `after`,
@@ -1890,10 +1526,13 @@ class PostgresStore final : public Store {
   std::string reconnect_error_;
   Timestamp next_reconnect_;
   Duration reconnect_backoff_ = kFirstReconnectBackoff;
-  Connection writer_;    // engine loop thread only
+  Connection writer_;                   // engine loop thread only
   std::string copy_line_;               // Insert's scratch line
   std::vector<int64_t> keyed_inserts_;  // copied keyed rows whose cursors wait to move back
-  bool locked_ = false;  // writer_ holds the schema's advisory lock
+  bool locked_ = false;                 // writer_ holds the schema's advisory lock
+  const std::optional<PostgresLeadership> leadership_;
+  int64_t epoch_ = 0;    // the leader epoch this store took (cluster mode)
+  std::string deposed_;  // why it no longer leads, once it found out
   Mutex reader_mu_;
   Connection reader_ CHRONOQ_GUARDED_BY(reader_mu_);
 };
@@ -1931,7 +1570,8 @@ Result<std::unique_ptr<Store>> OpenPostgresStore(const PostgresOptions& options)
   }
   PQconninfoFree(parsed);
   auto store = std::make_unique<PostgresStore>(
-      options.schema, options.clock != nullptr ? *options.clock : SystemClock());
+      options.schema, options.clock != nullptr ? *options.clock : SystemClock(),
+      options.leadership);
   CHRONOQ_RETURN_IF_ERROR(store->Open(options.conninfo));
   return std::unique_ptr<Store>(std::move(store));
 }

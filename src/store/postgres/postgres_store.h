@@ -16,7 +16,10 @@
 //       {.conninfo = "postgresql://chronoq@db.example/jobs", .schema = "chronoq"});
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +28,25 @@
 #include "store/store.h"
 
 namespace chronoq {
+
+// Cluster mode: the store of the node that leads several chronoqd nodes on
+// one schema (docs/ARCHITECTURE.md, "Leadership and the fence"). Opening
+// takes the schema's engine lock (as always), then bumps the schema's
+// leader epoch and records this node as the leader; every transaction then
+// starts by reading the epoch under a share lock and refuses to go on if it
+// changed. The writer never reconnects: a lost writer session, like a
+// changed epoch, means another node may lead now, and the store fails every
+// later call with Unavailable (reason kNotLeader) after calling on_deposed.
+struct PostgresLeadership {
+  std::string node_id;  // recorded in the leader row
+  std::string address;  // where other nodes forward to ("http://host:port")
+  // Called once, on the thread that found out (the engine's loop thread),
+  // with why; the node then steps down. May be empty.
+  std::function<void(const Status&)> on_deposed;
+  // How long opening waits for the engine lock: long enough for the session
+  // of a leader just deposed to end, none when the lock was seen free.
+  Duration lock_patience = std::chrono::seconds(2);
+};
 
 struct PostgresOptions {
   // A libpq connection string: a URI ("postgresql://user@host:5432/db?...")
@@ -36,6 +58,8 @@ struct PostgresOptions {
   // Paces the writer's reconnection attempts (see OpenPostgresStore); must
   // outlive the store. nullptr: the system clock.
   Clock* clock = nullptr;
+  // Set: open as a cluster's leader (PostgresLeadership).
+  std::optional<PostgresLeadership> leadership;
 };
 
 // Checks a schema name (PostgresOptions::schema): InvalidArgument naming the
