@@ -790,6 +790,16 @@ void Core::ReleaseParked(const std::string& queue) {
   }
 }
 
+void Core::TakeWaitingClaims(std::vector<Op*>& out) {
+  for (auto& [deadline, op] : parked_deadlines_) {
+    parked_[op->qid_].erase(op->parked_at_);
+    out.push_back(op);
+  }
+  parked_deadlines_.clear();
+  out.insert(out.end(), released_.begin(), released_.end());
+  released_.clear();
+}
+
 void Core::ServeParked(int64_t qid, std::vector<Op*>& finished) {
   auto it = parked_.find(qid);
   if (it == parked_.end()) return;

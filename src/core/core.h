@@ -187,6 +187,11 @@ class Core {
   // Answers every parked claim of `queue` (all queues when empty) with no
   // tasks; TimedWork hands them to the loop to finish.
   void ReleaseParked(const std::string& queue);
+  // Moves every waiting claim (parked or released) to `out`, to be answered
+  // with no tasks: what a cycle that cannot reach the store does, so that no
+  // long poll outlives its wait, or a release, while the store is down or
+  // the engine was deposed (they could not be served anyway).
+  void TakeWaitingClaims(std::vector<Op*>& out);
 
   // Time-driven work after the ops of a cycle: lapse expired leases, serve
   // parked claims, refill the window, purge a chunk. Appends the parked claims

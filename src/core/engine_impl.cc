@@ -335,6 +335,7 @@ bool EngineImpl::RunCycle(std::vector<Op*>& batch) {
     if (!reload.ok()) {
       RecordFailure(reload);
       for (Op* op : batch) op->Finish(reload);
+      AnswerWaitingClaims();
       return false;
     }
     needs_reload_ = false;
@@ -370,7 +371,14 @@ bool EngineImpl::RunCycle(std::vector<Op*>& batch) {
     }
   }
   for (Op* op : finished) op->Finish(s);
+  if (!s.ok() && needs_reload_) AnswerWaitingClaims();
   return s.ok();
+}
+
+void EngineImpl::AnswerWaitingClaims() {
+  std::vector<Op*> waiting;
+  core_.TakeWaitingClaims(waiting);
+  for (Op* op : waiting) op->Finish(Status());
 }
 
 void EngineImpl::RecordCycle(const CycleStats& cycle, size_t ops) {

@@ -140,6 +140,9 @@ class EngineImpl final : public Engine {
   void RecordCycle(const CycleStats& cycle, size_t ops);
   // Notes a failed cycle's status: the store is down while it is Unavailable.
   void RecordFailure(const Status& s);
+  // After a cycle that could not reach the store (and whose reload failed):
+  // waiting claims answer with no tasks (Core::TakeWaitingClaims).
+  void AnswerWaitingClaims();
   // Rebuilds memory from the store in a transaction of its own.
   Status ReloadFromStore();
 

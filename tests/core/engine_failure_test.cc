@@ -3,6 +3,7 @@
 // engine carries on.
 #include <gtest/gtest.h>
 
+#include "support/answer.h"
 #include "support/engine_fixture.h"
 #include "support/faulty_engine_fixture.h"
 
@@ -117,6 +118,23 @@ TEST_F(EngineFailureTest, AFailedReloadLeavesNoTraceOfTheFailedCycle) {
   ASSERT_TRUE(claimed.ok()) << claimed.status().ToString();
   ASSERT_EQ(claimed->size(), 1u);
   EXPECT_EQ(claimed->front().id, "real");
+}
+
+// While the store cannot be reached (or the engine was deposed in a
+// cluster), a long poll cannot be served; it must not wait past its wait,
+// or past a release (a node stepping down releases them and waits for
+// them): the failed cycle answers it with no tasks.
+TEST_F(EngineFailureTest, WaitingClaimsAnswerEmptyWhileTheStoreIsDown) {
+  test::Answer<Result<std::vector<Lease>>> waiting;
+  engine_->ClaimAsync("q", 1, 30s, 600s, waiting.Callback());
+  engine_->Sync();
+  EXPECT_FALSE(waiting.ready());
+  store_->FailNextCommits(1'000'000);
+  store_->FailNextBegins(1'000'000);
+  EXPECT_EQ(engine_->Enqueue(Spec("a")).status().code(), StatusCode::kUnavailable);
+  Result<std::vector<Lease>> answer = waiting.Get();
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_TRUE(answer->empty());
 }
 
 TEST_F(EngineFailureTest, DueWorkIsRetriedOnceASecondWhileCommitsFail) {
