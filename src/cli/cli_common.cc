@@ -220,8 +220,8 @@ std::string ErrorCodeOf(const Reply& reply) {
   return code.is_string() ? code.get<std::string>() : "";
 }
 
-Result<std::unique_ptr<HttpClient>> Session::NewClient() const {
-  return HttpClient::Create(base_url_, client_.timeout());
+Result<std::unique_ptr<MultiHttpClient>> Session::NewClient() const {
+  return MultiHttpClient::Create(base_url_, client_.timeout());
 }
 
 HttpHeaders Session::Headers(bool with_body) const {

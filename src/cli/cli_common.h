@@ -110,12 +110,14 @@ std::string ErrorCodeOf(const Reply& reply);
 // The `error` object of a chronoq error answer ({code, message, field?}), or null.
 json ErrorOf(const std::string& raw);
 
-// One invocation's connection, credentials and output mode. Not
-// thread-safe; a thread of its own makes its own Session (WithClient()).
+// One invocation's connection (to one chronoqd node or several, with
+// failover: MultiHttpClient), credentials and output mode. Not thread-safe; a
+// thread of its own makes its own Session (WithClient()).
 class Session {
  public:
-  // `base_url` is what `client` was created from; NewClient() reuses it.
-  Session(const CliIo& io, HttpClient& client, std::string base_url, std::string token,
+  // `base_url` is what `client` was created from (one URL or a comma-separated
+  // list); NewClient() reuses it.
+  Session(const CliIo& io, MultiHttpClient& client, std::string base_url, std::string token,
           bool json_output)
       : io_(io),
         client_(client),
@@ -125,19 +127,20 @@ class Session {
 
   const CliIo& io() const { return io_; }
   bool json_output() const { return json_output_; }
-  HttpClient& client() { return client_; }
+  MultiHttpClient& client() { return client_; }
 
-  // Another client to the same server with the same timeout: one per thread,
-  // since HttpClient is not thread-safe.
-  Result<std::unique_ptr<HttpClient>> NewClient() const;
+  // Another client to the same servers with the same timeout: one per
+  // thread, since MultiHttpClient is not thread-safe. It starts at the first
+  // URL and keeps to the node that answers it, independently of this one.
+  Result<std::unique_ptr<MultiHttpClient>> NewClient() const;
   // The same credentials and output mode over `client` (which must outlive it).
-  Session WithClient(HttpClient& client) const {
+  Session WithClient(MultiHttpClient& client) const {
     return Session(io_, client, base_url_, token_, json_output_);
   }
 
   // Sends a request with the session's headers and credentials; prints
   // nothing. Errors: InvalidArgument when `body` is not valid UTF-8, else
-  // those of HttpClient::Send (no answer arrived).
+  // those of MultiHttpClient::Send (no usable answer arrived).
   Result<HttpResponse> Send(std::string_view method, const std::string& target, const json* body);
   // The same with a body already serialised (`text` must be JSON).
   Result<HttpResponse> SendText(std::string_view method, const std::string& target,
@@ -164,7 +167,7 @@ class Session {
   HttpHeaders Headers(bool with_body) const;
 
   const CliIo& io_;
-  HttpClient& client_;
+  MultiHttpClient& client_;
   const std::string base_url_;
   const std::string token_;
   const bool json_output_;

@@ -1,13 +1,17 @@
 #include "cli/http_client.h"
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <sys/socket.h>
 
 namespace chronoq::cli {
 namespace {
@@ -44,6 +48,42 @@ bool IsStaleConnection(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
          ec == asio::error::connection_aborted || ec == asio::error::not_connected;
+}
+
+bool Iequals(std::string_view a, std::string_view b) {
+  return beast::iequals(beast::string_view(a.data(), a.size()),
+                        beast::string_view(b.data(), b.size()));
+}
+
+// Methods whose effect is the same sent once or twice (RFC 9110, 9.2.2), so
+// that one a node may have applied can still go to the next node.
+bool IsIdempotent(std::string_view method) {
+  for (const std::string_view m : {"GET", "HEAD", "PUT", "DELETE"}) {
+    if (Iequals(method, m)) return true;
+  }
+  return false;
+}
+
+// What a node's 503 said, for the list of what each node tried said:
+// "503 store_unavailable: the store cannot be reached", or "503" when the
+// body is not chronoq's error shape.
+std::string Describe503(const HttpResponse& r) {
+  const nlohmann::json body = nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  std::string out = std::to_string(r.status);
+  if (!body.is_object()) return out;
+  const auto error = body.find("error");
+  if (error == body.end() || !error->is_object()) return out;
+  const auto code = error->find("code");
+  const auto message = error->find("message");
+  if (code != error->end() && code->is_string()) out += " " + code->get<std::string>();
+  if (message != error->end() && message->is_string()) out += ": " + message->get<std::string>();
+  return out;
+}
+
+std::string_view TrimSpaces(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
 }
 
 }  // namespace
@@ -171,11 +211,21 @@ class HttpClient::Impl {
     req.prepare_payload();
 
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    failure_ = {};
+    // Found closed before the request goes out, a connection is replaced
+    // with no doubt that the server never saw the request (a node that
+    // restarted, or dropped the connection while idle). Sent into it, the
+    // request would fail after being written, and MultiHttpClient could then
+    // not move a POST on to another node.
+    if (stream_.has_value() && ClosedByServer()) Close();
     const bool reused = stream_.has_value();
     if (!reused) CHRONOQ_RETURN_IF_ERROR(Connect(deadline));
     bool stale = false;
     Result<HttpResponse> r = Exchange(req, deadline, reused, stale);
     if (stale) {
+      // Closed just as the request went out. Most likely the server closed
+      // it while idle and never read the request; but if the write had gone
+      // through, failure_.sent stays set (Exchange): it may have read it.
       Close();
       CHRONOQ_RETURN_IF_ERROR(Connect(deadline));
       r = Exchange(req, deadline, /*reused=*/false, stale);
@@ -183,6 +233,7 @@ class HttpClient::Impl {
     return r;
   }
 
+  const Failure& last_failure() const { return failure_; }
   void set_timeout(Duration timeout) { timeout_ = timeout; }
   Duration timeout() const { return timeout_; }
   const BaseUrl& url() const { return url_; }
@@ -203,13 +254,25 @@ class HttpClient::Impl {
     buffer_.clear();
   }
 
+  // Whether the server has closed the idle open connection (or sent bytes
+  // nobody asked for): a peek finds the end of the stream, an error or data
+  // where a live idle connection has nothing to read.
+  bool ClosedByServer() {
+    char byte = 0;
+    const ssize_t n = ::recv(stream_->socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n >= 0 || errno != EAGAIN;  // EAGAIN is EWOULDBLOCK on Linux
+  }
+
   Status Connect(std::chrono::steady_clock::time_point deadline) {
     const std::string where = url_.Authority();
     beast::error_code ec;
     // Synchronous: a numeric host resolves at once; a DNS lookup cannot be
     // cancelled anyway.
     const tcp::resolver::results_type endpoints = resolver_.resolve(url_.host, url_.port, ec);
-    if (ec) return Status::Unavailable("cannot resolve " + url_.host + ": " + Describe(ec));
+    if (ec) {
+      failure_.reason = "cannot resolve " + url_.host + ": " + Describe(ec);
+      return Status::Unavailable("cannot resolve " + url_.host + ": " + Describe(ec));
+    }
     stream_.emplace(ioc_);
     stream_->expires_at(deadline);
     stream_->async_connect(endpoints,
@@ -217,11 +280,13 @@ class HttpClient::Impl {
     Run();
     if (ec == beast::error::timeout) {
       Close();
+      failure_.reason = "timed out connecting after " + DescribeTimeout(timeout_);
       return {StatusCode::kDeadlineExceeded,
               "cannot connect to " + where + ": timed out after " + DescribeTimeout(timeout_)};
     }
     if (ec) {
       Close();
+      failure_.reason = Describe(ec);
       return Status::Unavailable("cannot connect to " + where + ": " + Describe(ec));
     }
     // A request goes out whole and then we wait for the answer: Nagle's
@@ -233,7 +298,8 @@ class HttpClient::Impl {
   }
 
   // One request and its response on the open connection. Sets `stale` (and
-  // returns an error) when a reused connection turns out to be closed.
+  // returns an error) when a reused connection turns out to be closed. On an
+  // error, sets failure_.sent if the request was written in full.
   Result<HttpResponse> Exchange(const http::request<http::string_body>& req,
                                 std::chrono::steady_clock::time_point deadline, bool reused,
                                 bool& stale) {
@@ -243,6 +309,9 @@ class HttpClient::Impl {
     stream_->expires_at(deadline);
     http::async_write(*stream_, req, [&](const beast::error_code& e, size_t) { ec = e; });
     Run();
+    // All of it is with the kernel now, and may reach the server whatever
+    // happens next.
+    const bool written = !ec;
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBytes);
     if (!ec) {
@@ -252,14 +321,20 @@ class HttpClient::Impl {
     }
     if (ec) {
       Close();
+      if (written) failure_.sent = true;
+      const std::string stage = written ? "while waiting for the answer" : "while sending";
       if (ec == beast::error::timeout) {
+        failure_.reason = (written ? "no answer within " : "timed out sending after ") +
+                          DescribeTimeout(timeout_);
         return Status{StatusCode::kDeadlineExceeded,
                       "no answer from " + where + " within " + DescribeTimeout(timeout_)};
       }
       if (reused && !parser.got_some() && IsStaleConnection(ec)) {
         stale = true;
+        failure_.reason = "connection closed " + stage;
         return Status::Unavailable("connection to " + where + " closed");
       }
+      failure_.reason = Describe(ec) + " " + stage;
       return Status::Unavailable("lost the connection to " + where + ": " + Describe(ec));
     }
     http::response<http::string_body> res = parser.release();
@@ -278,6 +353,7 @@ class HttpClient::Impl {
   tcp::resolver resolver_{ioc_};
   std::optional<beast::tcp_stream> stream_;  // the open connection, if any
   beast::flat_buffer buffer_;                // bytes read past the last response
+  Failure failure_;                          // of the last Send()
 };
 
 Result<std::unique_ptr<HttpClient>> HttpClient::Create(std::string_view base_url,
@@ -295,8 +371,100 @@ Result<HttpResponse> HttpClient::Send(std::string_view method, std::string_view 
   return impl_->Send(method, target, body, headers);
 }
 
+const HttpClient::Failure& HttpClient::last_failure() const { return impl_->last_failure(); }
 void HttpClient::set_timeout(Duration timeout) { impl_->set_timeout(timeout); }
 Duration HttpClient::timeout() const { return impl_->timeout(); }
 const BaseUrl& HttpClient::base_url() const { return impl_->url(); }
+
+// ---------------------------------------------------------------------------
+// MultiHttpClient
+
+Result<std::unique_ptr<MultiHttpClient>> MultiHttpClient::Create(std::string_view urls,
+                                                                 Duration timeout,
+                                                                 std::string_view field) {
+  std::vector<std::string> list;
+  while (true) {
+    const size_t comma = urls.find(',');
+    list.emplace_back(TrimSpaces(urls.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    urls.remove_prefix(comma + 1);
+  }
+  if (list.size() == 1) {
+    CHRONOQ_RETURN_IF_ERROR(ParseBaseUrl(list.front(), field).status());
+  } else {
+    for (size_t i = 0; i < list.size(); ++i) {
+      const std::string entry = "entry " + std::to_string(i + 1);
+      if (list[i].empty()) {
+        return Status::InvalidArgument(field, entry + " is empty (URLs are separated by commas)");
+      }
+      // The entry stands in for the field, so that the message reads
+      // "--url: entry 2 (https://b): https is not supported; use http://".
+      if (const Result<BaseUrl> url = ParseBaseUrl(list[i], entry + " (" + list[i] + ")");
+          !url.ok()) {
+        return Status::InvalidArgument(field, url.status().message());
+      }
+    }
+  }
+  return std::unique_ptr<MultiHttpClient>(new MultiHttpClient(std::move(list), timeout));
+}
+
+MultiHttpClient::MultiHttpClient(std::vector<std::string> urls, Duration timeout)
+    : urls_(std::move(urls)), clients_(urls_.size()), timeout_(timeout) {}
+MultiHttpClient::~MultiHttpClient() = default;
+
+void MultiHttpClient::set_timeout(Duration timeout) {
+  timeout_ = timeout;
+  for (const std::unique_ptr<HttpClient>& c : clients_) {
+    if (c != nullptr) c->set_timeout(timeout);
+  }
+}
+
+Result<HttpClient*> MultiHttpClient::Node(size_t i) {
+  if (clients_[i] == nullptr) {
+    CHRONOQ_ASSIGN_OR_RETURN(clients_[i], HttpClient::Create(urls_[i], timeout_));
+  }
+  return clients_[i].get();
+}
+
+Result<HttpResponse> MultiHttpClient::Send(std::string_view method, std::string_view target,
+                                           std::string_view body, const HttpHeaders& headers) {
+  const size_t n = urls_.size();
+  last_reached_node_ = false;
+  std::string tried;                        // "http://a:7070: connection refused; ..."
+  std::optional<HttpResponse> unavailable;  // the last 503
+  bool all_unavailable = true;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = (current_ + i) % n;
+    CHRONOQ_ASSIGN_OR_RETURN(HttpClient * client, Node(k));
+    Result<HttpResponse> r = client->Send(method, target, body, headers);
+    if (!tried.empty()) tried += "; ";
+    if (r.ok()) {
+      last_reached_node_ = true;
+      if (r->status != 503) {
+        current_ = k;  // sticks to the node that answered
+        return r;
+      }
+      tried += urls_[k] + ": " + Describe503(*r);
+      unavailable = std::move(*r);
+      continue;
+    }
+    all_unavailable = false;
+    const HttpClient::Failure& failure = client->last_failure();
+    if (failure.sent) last_reached_node_ = true;
+    // One node: its error, word for word as before there were several.
+    if (n == 1) return r;
+    tried += urls_[k] + ": " + failure.reason;
+    if (failure.sent && !IsIdempotent(method)) {
+      return Status::Unavailable("no answer: " + tried + "; " + std::string(method) +
+                                 " not resent to another node: " + urls_[k] +
+                                 " may have applied it");
+    }
+  }
+  // Every node answered 503: the last answer is the response, so the
+  // caller shows the server's error just as it does for a single node
+  // (whose 503 was always returned as a response, never as an error).
+  if (all_unavailable && unavailable.has_value()) return std::move(*unavailable);
+  return Status::Unavailable("no node answered: " + tried);
+}
 
 }  // namespace chronoq::cli

@@ -9,6 +9,41 @@
 //   auto r = (*client)->Send("GET", "/healthz", "", {});
 //   if (!r.ok()) std::cerr << r.status().message();  // "cannot connect to 127.0.0.1:7070: ..."
 //
+// MultiHttpClient is what the commands use: the same Send() over a list of
+// chronoqd nodes ("http://a:7070,http://b:7070"), any of which answers any
+// request, moving on to the next node when one cannot be reached or answers
+// 503. With one URL it is exactly an HttpClient.
+//
+// Failover rules (MultiHttpClient::Send):
+//   - The request goes to the current node first: the one that answered last
+//     (at first, the first of the list). Its keep-alive connection stays open,
+//     so a long `chronoq work` or `list --all` sticks to one node.
+//   - Moving on to the next node is always safe when nothing reached the
+//     server: it could not be resolved or connected to (refused, timed out
+//     while connecting), or the connection failed before the request was
+//     written in full. It is also safe when the node answered 503
+//     (unavailable: chronoqd stopping, its store down); it did not act.
+//   - A request that was written in full and then got no answer (the
+//     connection was reset or closed, or the timeout ran out while waiting)
+//     may have been applied by that node. It is sent to the next node only
+//     if its method is idempotent: GET, HEAD, PUT, DELETE (a DELETE applied
+//     twice may answer 404 the second time). A POST (or PATCH) is not resent:
+//     Send() returns the error, naming the node.
+//   - Each node is tried at most once per request: one round over the list,
+//     starting at the current node. `timeout` bounds each node's attempt, so
+//     a request may take up to one timeout per node.
+//   - When every node tried answered 503, the last 503 answer is returned as
+//     the response (the caller shows the server's error, as with one node);
+//     otherwise, when no node gave a usable answer, the error lists each node
+//     and what went wrong: "no node answered: http://a:7070: connection
+//     refused; http://b:7070: 503 store_unavailable: ...".
+// HttpClient's own rule still applies within one node, whatever the method:
+// when a kept-alive connection is closed by the server just as a request
+// goes out (most likely it was idle and never read it), the request is sent
+// once more on a new connection to the same node; should that fail too, the
+// request counts as sent if the first copy was written in full
+// (HttpClient::Send, HttpClient::Failure).
+//
 // Boost.Beast stays inside http_client.cc.
 #pragma once
 
@@ -73,9 +108,24 @@ class HttpClient {
   //     127.0.0.1:7070: connection refused").
   //   DeadlineExceeded: no complete response within the timeout.
   // A kept-alive connection that the server closed while idle is reopened
-  // once, transparently.
+  // once, transparently: checked before the request is written, and, should
+  // the server close it just as the request went out (no byte of an answer
+  // came), by sending the request once more on a new connection.
   Result<HttpResponse> Send(std::string_view method, std::string_view target, std::string_view body,
                             const HttpHeaders& headers);
+
+  // How far the last Send() that failed got. Meaningless after a success.
+  struct Failure {
+    // The request was written in full before the failure (the connection
+    // was lost, or the timeout ran out, while waiting for the answer): the
+    // server may have acted on it. False when it never reached the server
+    // whole: resolving, connecting or writing failed.
+    bool sent = false;
+    // What went wrong, without the server's name: "connection refused",
+    // "timed out connecting after 30s", "no answer within 30s".
+    std::string reason;
+  };
+  const Failure& last_failure() const;
 
   // The timeout for the following Send() calls.
   void set_timeout(Duration timeout);
@@ -86,6 +136,58 @@ class HttpClient {
   class Impl;
   explicit HttpClient(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// Several chronoqd nodes behind one Send(); see the failover rules at the top
+// of this file. Owns one HttpClient per node, created when the node is first
+// tried. Not thread-safe: one request at a time; a thread of its own makes
+// its own MultiHttpClient (Create() again with the same list).
+class MultiHttpClient {
+ public:
+  // Parses `urls`: one base URL, or several separated by commas (spaces
+  // around each are dropped). Each is checked with ParseBaseUrl. Errors are
+  // InvalidArgument naming `field`; with several URLs the message says which
+  // entry is bad ("--url: entry 2 (https://b:7070): https is not
+  // supported; use http://"), with one it is ParseBaseUrl's. Does not connect.
+  static Result<std::unique_ptr<MultiHttpClient>> Create(std::string_view urls, Duration timeout,
+                                                         std::string_view field = "url");
+
+  ~MultiHttpClient();
+  MultiHttpClient(const MultiHttpClient&) = delete;
+  MultiHttpClient& operator=(const MultiHttpClient&) = delete;
+
+  // HttpClient::Send over the nodes, with failover. Any HTTP status but 503
+  // is a success here, as is a 503 when every node tried answered 503 (the
+  // last one). Errors, when no node gave such an answer: with one node, its
+  // HttpClient error unchanged; with several, Unavailable listing each node
+  // tried ("no node answered: http://a:7070: connection refused; ..."), or
+  // naming the node that may have applied a request that is not resent.
+  Result<HttpResponse> Send(std::string_view method, std::string_view target, std::string_view body,
+                            const HttpHeaders& headers);
+
+  // Whether the last Send() got through to some node: an answer came (any
+  // status), or a request was written in full before its connection failed.
+  // False when no node could be reached at all.
+  bool last_reached_node() const { return last_reached_node_; }
+
+  // The timeout for the following Send() calls, per node tried.
+  void set_timeout(Duration timeout);
+  Duration timeout() const { return timeout_; }
+  // The URLs, as given (trimmed), in order.
+  const std::vector<std::string>& urls() const { return urls_; }
+  // The URL of the current node: the first request goes there.
+  const std::string& current_url() const { return urls_[current_]; }
+
+ private:
+  MultiHttpClient(std::vector<std::string> urls, Duration timeout);
+  // The node's client, created on first use.
+  Result<HttpClient*> Node(size_t i);
+
+  const std::vector<std::string> urls_;
+  std::vector<std::unique_ptr<HttpClient>> clients_;  // per URL; null until first tried
+  Duration timeout_;
+  size_t current_ = 0;  // index into urls_
+  bool last_reached_node_ = false;
 };
 
 }  // namespace chronoq::cli

@@ -6,7 +6,7 @@
 // acknowledges the task; anything else fails it with the exit status and the
 // tail of CMD's stderr.
 //
-// Threads. Each has its own HttpClient, which is not thread-safe:
+// Threads. Each has its own MultiHttpClient, which is not thread-safe:
 //
 //   the claimer (the calling thread) waits for a free slot, then claims as
 //     many tasks as there are free slots with a long poll (wait_ms = --wait),
@@ -40,6 +40,21 @@
 // a second signal the commands' process groups get SIGKILL (reaching what
 // they started too) and their tasks fail as "interrupted"; that stop exits 0
 // as well, once every outcome is reported.
+//
+// Several nodes (--url a,b,c). Each thread's client fails over on its own
+// (MultiHttpClient): a claim, ack, extend or fail that one node cannot take
+// goes to the next. What fails on every node, or a POST cut off after it
+// was sent (not resent: the node may have applied it), is warned about and
+// the worker carries on: a claim is sent again after a backoff; acks go back
+// to the pending ones and ride on a later claim (one acked twice is refused
+// the second time, with a warning); a lost extension is retried at the next
+// third of the lease. Nothing else is resent: the acks still unsent when the
+// worker stops, a lost fail report, and the tasks of a claim whose answer
+// never came are lost to this worker; their leases lapse and chronoqd
+// delivers those tasks again (at least once, as after a crash). Only at the
+// start, while no node has ever been reached, does an unreachable cluster
+// end the command (exit 3): a wrong --url is an error, not something to
+// retry forever.
 #include "cli/work.h"
 
 #include <algorithm>
@@ -210,9 +225,9 @@ class Worker {
     }
     // One connection per slot, made here: the claimer changes its own
     // client's timeout once it runs.
-    std::vector<std::unique_ptr<HttpClient>> clients;
+    std::vector<std::unique_ptr<MultiHttpClient>> clients;
     for (int i = 0; i < a_.concurrency; ++i) {
-      Result<std::unique_ptr<HttpClient>> c = s_.NewClient();
+      Result<std::unique_ptr<MultiHttpClient>> c = s_.NewClient();
       if (!c.ok()) return Usage(io_, c.status());
       clients.push_back(std::move(*c));
     }
@@ -254,7 +269,10 @@ class Worker {
     const std::string target = QueuePath(a_.queue) + "/claim";
     // The server holds a claim for up to the wait.
     s_.client().set_timeout(s_.client().timeout() + milliseconds(wait_ms_));
-    bool answered_once = false;  // an unreachable server at the start is an error
+    // An unreachable server at the start is an error. Reached means any
+    // answer (a 503 too) or a claim that got through before its connection
+    // failed (a node that went down while the claim waited in it).
+    bool reached_once = false;
     Duration backoff = std::chrono::seconds(1);
     while (true) {
       std::vector<Ack> acks;
@@ -274,16 +292,18 @@ class Worker {
       json body = {{"max", free}, {"lease_ms", lease_ms_}, {"wait_ms", wait_ms_}};
       if (!acks.empty()) body["acks"] = AcksJson(acks);
       Result<HttpResponse> r = s_.Send("POST", target, &body);
+      reached_once = reached_once || s_.client().last_reached_node();
       if (r.ok() && r->status >= 200 && r->status <= 299) {
-        answered_once = true;
         backoff = std::chrono::seconds(1);
         TakeClaimAnswer(r->body, !acks.empty());
         continue;
       }
+      // The acks may have been applied if the claim got through; sent again,
+      // they are refused (and warned about) rather than lost.
       Requeue(std::move(acks));
       std::string why;
       if (!r.ok()) {
-        if (!answered_once) {
+        if (!reached_once) {
           Say("error: " + r.status().message());
           return kExitUnreachable;
         }
@@ -399,7 +419,7 @@ class Worker {
 
   // --- the slots ----------------------------------------------------------------
 
-  void SlotLoop(int slot, HttpClient& client) {
+  void SlotLoop(int slot, MultiHttpClient& client) {
     Session session = s_.WithClient(client);
     while (true) {
       Lease lease;

@@ -1126,6 +1126,307 @@ TEST(HttpClientTest, ResendsOnceWhenAnIdleConnectionWasClosed) {
   EXPECT_NE(requests[1].connection, requests[0].connection);
 }
 
+TEST(HttpClientTest, TellsWhetherAFailedRequestWasSent) {
+  std::string down;
+  {
+    test::TestHttpServer gone;
+    down = gone.url();
+  }
+  auto refused = HttpClient::Create(down, std::chrono::seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  ASSERT_FALSE((*refused)->Send("POST", "/x", "{}", {}).ok());
+  EXPECT_FALSE((*refused)->last_failure().sent);
+  EXPECT_EQ((*refused)->last_failure().reason, "connection refused");
+
+  test::TestHttpServer dropping([](const Request&) { return Response{.drop = true}; });
+  auto cut = HttpClient::Create(dropping.url(), std::chrono::seconds(10));
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  ASSERT_FALSE((*cut)->Send("POST", "/x", "{}", {}).ok());
+  EXPECT_TRUE((*cut)->last_failure().sent);
+  EXPECT_THAT((*cut)->last_failure().reason, HasSubstr("while waiting for the answer"));
+}
+
+// ---------------------------------------------------------------------------
+// Several nodes: MultiHttpClient's failover.
+
+// The URL of a port nothing listens on any more.
+std::string DownUrl() {
+  test::TestHttpServer gone;
+  return gone.url();
+}
+
+Response Unavailable(const std::string& message) {
+  return Error(503, "store_unavailable", message);
+}
+
+std::unique_ptr<MultiHttpClient> MultiClient(const std::string& urls) {
+  auto client = MultiHttpClient::Create(urls, std::chrono::seconds(10));
+  EXPECT_TRUE(client.ok()) << client.status().ToString();
+  return client.ok() ? std::move(*client) : nullptr;
+}
+
+TEST(MultiHttpClientTest, OneUrlIsOneNode) {
+  test::TestHttpServer server;
+  auto client = MultiClient(server.url());
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->urls(), std::vector<std::string>{server.url()});
+  Result<HttpResponse> r = client->Send("GET", "/healthz", "", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
+TEST(MultiHttpClientTest, OneNodeDownKeepsItsOwnError) {
+  const std::string down = DownUrl();
+  auto client = MultiClient(down);
+  ASSERT_NE(client, nullptr);
+  Result<HttpResponse> r = client->Send("GET", "/healthz", "", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(
+      r.status().message(),
+      "cannot connect to " + down.substr(std::string("http://").size()) + ": connection refused");
+  EXPECT_FALSE(client->last_reached_node());
+}
+
+TEST(MultiHttpClientTest, MovesOnWhenTheFirstNodeIsDown) {
+  const std::string down = DownUrl();
+  test::TestHttpServer up;
+  auto client = MultiClient(down + "," + up.url());
+  ASSERT_NE(client, nullptr);
+  Result<HttpResponse> r = client->Send("POST", "/v1/tasks", R"({"queue":"q"})", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  const std::vector<Request> requests = up.requests();
+  ASSERT_EQ(requests.size(), 1u);  // a refused connection is safe to move on from, even for a POST
+  EXPECT_EQ(requests[0].target, "/v1/tasks");
+  EXPECT_EQ(requests[0].body, R"({"queue":"q"})");
+  EXPECT_EQ(client->current_url(), up.url());
+}
+
+TEST(MultiHttpClientTest, MovesOnWhenTheFirstNodeAnswers503) {
+  test::TestHttpServer a([](const Request&) { return Unavailable("the store is down"); });
+  test::TestHttpServer b([](const Request&) { return Answer(201, {{"id", "x"}}); });
+  auto client = MultiClient(a.url() + ", " + b.url());  // spaces around entries are dropped
+  ASSERT_NE(client, nullptr);
+  Result<HttpResponse> r = client->Send("POST", "/v1/tasks", "{}", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 201);
+  EXPECT_EQ(a.requests().size(), 1u);
+  EXPECT_EQ(b.requests().size(), 1u);
+}
+
+TEST(MultiHttpClientTest, AllNodesDownListsEveryNode) {
+  const std::string first = DownUrl();
+  const std::string second = DownUrl();
+  auto client = MultiClient(first + "," + second);
+  ASSERT_NE(client, nullptr);
+  Result<HttpResponse> r = client->Send("GET", "/healthz", "", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.status().message(), "no node answered: " + first + ": connection refused; " + second +
+                                      ": connection refused");
+  EXPECT_FALSE(client->last_reached_node());
+}
+
+TEST(MultiHttpClientTest, NodesDownAndUnavailableAreListedTogether) {
+  const std::string down = DownUrl();
+  test::TestHttpServer busy([](const Request&) { return Unavailable("the store is down"); });
+  auto client = MultiClient(down + "," + busy.url());
+  ASSERT_NE(client, nullptr);
+  Result<HttpResponse> r = client->Send("GET", "/healthz", "", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "no node answered: " + down + ": connection refused; " +
+                                      busy.url() + ": 503 store_unavailable: the store is down");
+  EXPECT_TRUE(client->last_reached_node());
+}
+
+TEST(MultiHttpClientTest, AllNodesUnavailableReturnsTheLast503) {
+  test::TestHttpServer a([](const Request&) { return Unavailable("a is stopping"); });
+  test::TestHttpServer b([](const Request&) { return Unavailable("b is stopping"); });
+  auto client = MultiClient(a.url() + "," + b.url());
+  ASSERT_NE(client, nullptr);
+  Result<HttpResponse> r = client->Send("GET", "/healthz", "", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 503);
+  EXPECT_THAT(r->body, HasSubstr("b is stopping"));
+  EXPECT_EQ(a.requests().size(), 1u);
+  EXPECT_EQ(b.requests().size(), 1u);
+}
+
+TEST(MultiHttpClientTest, StaysWithTheNodeThatAnswered) {
+  test::TestHttpServer a([](const Request&) { return Unavailable("the store is down"); });
+  test::TestHttpServer b;
+  auto client = MultiClient(a.url() + "," + b.url());
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Send("GET", "/one", "", {}).ok());
+  a.SetHandler({});  // a is fine again, but b is current now
+  for (const char* target : {"/two", "/three"}) {
+    Result<HttpResponse> r = client->Send("GET", target, "", {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200);
+  }
+  EXPECT_EQ(a.requests().size(), 1u);
+  const std::vector<Request> on_b = b.requests();
+  ASSERT_EQ(on_b.size(), 3u);
+  EXPECT_EQ(on_b[2].target, "/three");
+  // Over one kept-alive connection.
+  EXPECT_EQ(on_b[2].connection, on_b[0].connection);
+  EXPECT_EQ(client->current_url(), b.url());
+}
+
+TEST(MultiHttpClientTest, StaysWithTheNodeThatAnsweredAfterOneWasDown) {
+  const std::string down = DownUrl();
+  test::TestHttpServer up;
+  auto client = MultiClient(down + "," + up.url());
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Send("GET", "/one", "", {}).ok());
+  ASSERT_TRUE(client->Send("GET", "/two", "", {}).ok());
+  const std::vector<Request> requests = up.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].connection, requests[0].connection);
+}
+
+TEST(MultiHttpClientTest, WrapsAroundTheListFromTheCurrentNode) {
+  test::TestHttpServer a([](const Request&) { return Unavailable("a is down"); });
+  test::TestHttpServer b([](const Request&) { return Unavailable("b is down"); });
+  test::TestHttpServer c;
+  auto client = MultiClient(a.url() + "," + b.url() + "," + c.url());
+  ASSERT_NE(client, nullptr);
+  // a and b are unavailable: c answers and becomes current.
+  ASSERT_TRUE(client->Send("GET", "/one", "", {}).ok());
+  EXPECT_EQ(client->current_url(), c.url());
+  // c goes down: from c, the next is a (wrapping), and b is not needed.
+  c.SetHandler([](const Request&) { return Unavailable("c is down"); });
+  a.SetHandler({});
+  Result<HttpResponse> r = client->Send("GET", "/two", "", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(client->current_url(), a.url());
+  EXPECT_EQ(a.requests().size(), 2u);
+  EXPECT_EQ(b.requests().size(), 1u);
+  EXPECT_EQ(c.requests().size(), 2u);
+}
+
+TEST(MultiHttpClientTest, APostCutOffAfterSendingIsNotResent) {
+  test::TestHttpServer a([](const Request&) { return Response{.drop = true}; });
+  test::TestHttpServer b;
+  auto client = MultiClient(a.url() + "," + b.url());
+  ASSERT_NE(client, nullptr);
+  Result<HttpResponse> r = client->Send("POST", "/v1/tasks", "{}", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(r.status().message(), StartsWith("no answer: " + a.url() + ": "));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("; POST not resent to another node: " + a.url() + " may have applied it"));
+  EXPECT_TRUE(client->last_reached_node());
+  EXPECT_EQ(a.requests().size(), 1u);
+  EXPECT_THAT(b.requests(), IsEmpty());
+  // The node that answered last is still the current one.
+  EXPECT_EQ(client->current_url(), a.url());
+}
+
+TEST(MultiHttpClientTest, APostMovesOnWhenItsNodeWentDownBetweenRequests) {
+  // The kept-alive connection to a is found closed before the POST goes out,
+  // so a never saw it: safe to send to b.
+  auto a = std::make_unique<test::TestHttpServer>();
+  test::TestHttpServer b;
+  auto client = MultiClient(a->url() + "," + b.url());
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Send("GET", "/one", "", {}).ok());
+  ASSERT_EQ(a->requests().size(), 1u);
+  a.reset();  // closes its connections, then its port
+  Result<HttpResponse> r = client->Send("POST", "/v1/acks", "{}", {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 200);
+  ASSERT_EQ(b.requests().size(), 1u);
+  EXPECT_EQ(b.requests()[0].target, "/v1/acks");
+  EXPECT_EQ(client->current_url(), b.url());
+}
+
+TEST(MultiHttpClientTest, IdempotentRequestsCutOffAfterSendingGoToTheNextNode) {
+  test::TestHttpServer a([](const Request&) { return Response{.drop = true}; });
+  test::TestHttpServer b;
+  for (const std::string method : {"GET", "PUT", "DELETE"}) {
+    SCOPED_TRACE(method);
+    auto client = MultiClient(a.url() + "," + b.url());  // a is current
+    ASSERT_NE(client, nullptr);
+    Result<HttpResponse> r = client->Send(method, "/v1/queues/q", "", {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200);
+    ASSERT_FALSE(a.requests().empty());
+    EXPECT_EQ(a.requests().back().method, method);
+    ASSERT_FALSE(b.requests().empty());
+    EXPECT_EQ(b.requests().back().method, method);
+  }
+  EXPECT_EQ(a.requests().size(), 3u);
+  EXPECT_EQ(b.requests().size(), 3u);
+}
+
+TEST(MultiHttpClientTest, RefusesABadEntryNamingIt) {
+  struct Case {
+    std::string urls;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"http://a:1,https://b:2",
+            "url: entry 2 (https://b:2): https is not supported; use "
+            "http://"},
+           {"ftp://a,http://b:2", "url: entry 1 (ftp://a): must start with http://"},
+           {"http://a:1,,http://b:2", "url: entry 2 is empty (URLs are separated by commas)"},
+           {"http://a:1,", "url: entry 2 is empty (URLs are separated by commas)"},
+           {"http://a:1,http://b:0", "url: entry 2 (http://b:0): the port must be a number"},
+           // One URL: ParseBaseUrl's message, as before lists.
+           {"https://a", "url: https is not supported; use http://"},
+       }) {
+    SCOPED_TRACE(c.urls);
+    auto client = MultiHttpClient::Create(c.urls, std::chrono::seconds(1));
+    ASSERT_FALSE(client.ok());
+    EXPECT_EQ(client.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(client.status().field(), "url");
+    EXPECT_THAT(client.status().message(), StartsWith(c.message));
+  }
+}
+
+TEST_F(CliTest, SeveralUrlsFailOverToANodeThatIsUp) {
+  const std::string down = DownUrl();
+  env_.erase("CHRONOQ_URL");
+  AnswerAll(Answer(200, Task("a")));
+  ASSERT_EQ(Run({"--url", down + "," + server_.url(), "--json", "get", "a"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/v1/tasks/a");
+  EXPECT_EQ(json::parse(out()), Task("a"));
+  EXPECT_THAT(err(), IsEmpty());
+}
+
+TEST_F(CliTest, SeveralUrlsFromTheEnvironment) {
+  env_["CHRONOQ_URL"] = DownUrl() + "," + server_.url();
+  ASSERT_EQ(Run({"health"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/healthz");
+}
+
+TEST_F(CliTest, NoNodeUpExitsThreeListingEveryNode) {
+  const std::string first = DownUrl();
+  const std::string second = DownUrl();
+  env_["CHRONOQ_URL"] = first + "," + second;
+  EXPECT_EQ(Run({"health"}), kExitUnreachable);
+  EXPECT_EQ(err(), "error: no node answered: " + first + ": connection refused; " + second +
+                       ": connection refused\n");
+}
+
+TEST_F(CliTest, EveryNodeUnavailableShowsTheLastServerError) {
+  test::TestHttpServer other([](const Request&) { return Unavailable("the other is stopping"); });
+  AnswerAll(Unavailable("chronoqd is stopping"));
+  EXPECT_EQ(Run({"--url", other.url() + "," + server_.url(), "health"}), kExitServerError);
+  EXPECT_EQ(err(), "error: store_unavailable: chronoqd is stopping\n");
+  EXPECT_EQ(other.requests().size(), 1u);
+}
+
+TEST_F(CliTest, ABadUrlInTheListIsAUsageError) {
+  ExpectUsageError({"--url", server_.url() + ",https://b:7070", "health"},
+                   "error: --url: entry 2 (https://b:7070): https is not supported");
+  env_["CHRONOQ_URL"] = server_.url() + ",ftp://b";
+  ExpectUsageError({"health"}, "error: CHRONOQ_URL: entry 2 (ftp://b): must start with http://");
+}
+
 // ---------------------------------------------------------------------------
 // cron next: the calculator, no server
 

@@ -1,8 +1,10 @@
-// chronoq work: its command line, and what a failed task's error says. The
-// worker itself runs end to end in tests/integration/cli_e2e_test.cc, where
-// it can be stopped with signals.
+// chronoq work: its command line, what a failed task's error says, and how
+// its claims fail over between nodes. The worker itself runs end to end in
+// tests/integration/cli_e2e_test.cc, where it can be stopped with signals.
 #include "cli/work.h"
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -15,6 +17,7 @@ namespace chronoq::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 TEST(Utf8TailTest, KeepsTheEndWithinTheLimit) {
   EXPECT_EQ(Utf8Tail("abcdef", 10), "abcdef");
@@ -91,6 +94,54 @@ TEST_F(CliTest, ARefusedClaimStopsTheWorkerWithExitOne) {
   const Request claim = OnlyRequest();
   EXPECT_EQ(claim.target, "/v1/queues/q/claim");
   EXPECT_EQ(BodyOf(claim), json::parse(R"({"max":1,"lease_ms":30000,"wait_ms":10})"));
+}
+
+TEST_F(CliTest, AnUnreachableClusterStopsTheWorkerWithExitThree) {
+  std::string first, second;
+  {
+    test::TestHttpServer gone;
+    first = gone.url();
+  }
+  {
+    test::TestHttpServer gone;
+    second = gone.url();
+  }
+  env_["CHRONOQ_URL"] = first + "," + second;
+  EXPECT_EQ(Run({"work", "q", "--", "true"}), kExitUnreachable);
+  EXPECT_EQ(err(), "error: no node answered: " + first + ": connection refused; " + second +
+                       ": connection refused\n");
+}
+
+TEST_F(CliTest, TheWorkerClaimsFromTheNextNodeWhenOneIsDown) {
+  std::string down;
+  {
+    test::TestHttpServer gone;
+    down = gone.url();
+  }
+  env_["CHRONOQ_URL"] = down + "," + server_.url();
+  // A refused claim stops the worker, so the test sees it reached the node.
+  AnswerAll(Error(400, "invalid_argument", "queue: contains a control character", "queue"));
+  EXPECT_EQ(Run({"work", "q", "--wait", "10ms", "--", "true"}), kExitServerError);
+  EXPECT_EQ(OnlyRequest().target, "/v1/queues/q/claim");
+}
+
+TEST_F(CliTest, AClaimCutOffAfterSendingIsNotResentAndTheWorkerCarriesOn) {
+  // The first claim reaches this node, which goes before answering: the
+  // claim may have been applied, so it does not go to the other node, and
+  // the worker claims again (from the same node, after its backoff of 1s)
+  // rather than exiting as for a cluster it never reached.
+  test::TestHttpServer other;
+  auto claims = std::make_shared<std::atomic<int>>(0);
+  server_.SetHandler([claims](const Request&) {
+    if (++*claims == 1) return Response{.drop = true};
+    return Error(400, "invalid_argument", "queue: contains a control character", "queue");
+  });
+  env_["CHRONOQ_URL"] = server_.url() + "," + other.url();
+  EXPECT_EQ(Run({"work", "q", "--wait", "10ms", "--", "true"}), kExitServerError);
+  EXPECT_THAT(err(), HasSubstr("warning: cannot claim from q: no answer: " + server_.url()));
+  EXPECT_THAT(err(), HasSubstr("POST not resent to another node"));
+  EXPECT_EQ(server_.requests().size(), 2u);
+  EXPECT_THAT(other.requests(), IsEmpty());
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ class TestHttpServer::Impl {
   // Called on the server thread with each complete request.
   void OnRequest(const std::shared_ptr<Session>& session, Request request);
   // Sends `response` on `session`, or keeps the session open without a word
-  // if it is silent. Server thread only.
+  // if it is silent, or closes it if it is a drop. Server thread only.
   void Answer(const std::shared_ptr<Session>& session, const Response& response);
 
   asio::io_context ioc_;  // first: destroyed after everything that uses it
@@ -224,6 +224,10 @@ void TestHttpServer::Impl::Answer(const std::shared_ptr<Session>& session,
                                   const Response& response) {
   if (response.silent) {
     silent_.push_back(session);
+    return;
+  }
+  if (response.drop) {
+    session->Close();
     return;
   }
   session->Write(response);

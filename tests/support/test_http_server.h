@@ -60,6 +60,9 @@ class TestHttpServer {
     // No answer at all: the connection stays open and silent until the
     // server goes (a receiver that hangs).
     bool silent = false;
+    // No answer: the connection is closed once the request has been read
+    // (a server that crashed while handling it). The request is recorded.
+    bool drop = false;
   };
 
   // Runs on the server thread, one request at a time; must not throw.
