@@ -18,6 +18,10 @@ struct ApiRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and query, still percent-encoded
   std::string body;
+  // The node that forwarded this request (header X-Chronoq-Forwarded-By),
+  // empty when it came from a client: a forwarded request is never
+  // forwarded again.
+  std::string forwarded_by;
 };
 
 struct ApiResponse {
@@ -49,7 +53,19 @@ struct ApiCounters {
   std::atomic<uint64_t> server_errors{0};  // 5xx
 };
 
-class Api {
+// The header a cluster node adds to a request it forwards, naming itself.
+inline constexpr std::string_view kForwardedBy = "X-Chronoq-Forwarded-By";
+
+// What the transport hands every request to: the Api, or in a cluster the
+// node, which hands it to its Api while it leads and forwards it otherwise.
+class RequestHandler {
+ public:
+  virtual ~RequestHandler() = default;
+  // Answers `request` through `respond`, exactly once.
+  virtual void Handle(ApiRequest request, Respond respond) = 0;
+};
+
+class Api final : public RequestHandler {
  public:
   // `run_blocking` runs rare calls that block on a commit (queue settings,
   // schedules) off the I/O threads.
@@ -58,8 +74,7 @@ class Api {
   Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking,
       std::function<void(const std::string& queue)> on_webhook_queue = {});
 
-  // Answers `request` through `respond`, exactly once.
-  void Handle(ApiRequest request, Respond respond);
+  void Handle(ApiRequest request, Respond respond) override;
 
   const ApiCounters& counters() const { return counters_; }
 

@@ -44,10 +44,10 @@ namespace {
 
 class Session;
 
-// What sessions share: options, the Api, and the registry Stop() walks.
+// What sessions share: options, the handler, and the registry Stop() walks.
 struct Shared {
   ServerOptions options;
-  Api& api;
+  RequestHandler& handler;
   Mutex mu;
   std::condition_variable drained;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions CHRONOQ_GUARDED_BY(mu);
@@ -129,7 +129,12 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string_view value(it->value().data(), it->value().size());
     constexpr std::string_view kBearer = "Bearer ";
     if (value.substr(0, kBearer.size()) != kBearer) return false;
-    return TokenMatches(value.substr(kBearer.size()), shared_.options.token);
+    const std::string_view presented = value.substr(kBearer.size());
+    // Both compared, always: the time taken does not tell which one matched.
+    const bool api = TokenMatches(presented, shared_.options.token);
+    const bool cluster = !shared_.options.cluster_token.empty() &&
+                         TokenMatches(presented, shared_.options.cluster_token);
+    return api || cluster;
   }
 
   void OnBody(beast::error_code ec) {
@@ -145,7 +150,11 @@ class Session : public std::enable_shared_from_this<Session> {
     request.method = std::string(req.method_string());
     request.target = std::string(req.target());
     request.body = std::move(req.body());
-    shared_.api.Handle(std::move(request), [self = shared_from_this()](ApiResponse r) {
+    if (auto by = req.find(beast::string_view(kForwardedBy.data(), kForwardedBy.size()));
+        by != req.end()) {
+      request.forwarded_by = std::string(by->value());
+    }
+    shared_.handler.Handle(std::move(request), [self = shared_from_this()](ApiResponse r) {
       // Often called on the engine's loop thread: hand over at once.
       asio::post(self->stream_.get_executor(),
                  [self, r = std::move(r)]() mutable { self->Write(std::move(r)); });
@@ -228,8 +237,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
 class HttpServer::Impl {
  public:
-  Impl(ServerOptions options, Api& api)
-      : shared_{.options = std::move(options), .api = api},
+  Impl(ServerOptions options, RequestHandler& handler)
+      : shared_{.options = std::move(options), .handler = handler},
         ios_(MakeContexts(shared_.options.threads)),
         acceptor_(ios_.front()->get_executor()) {
     for (auto& io : ios_) work_.push_back(asio::make_work_guard(*io));
@@ -327,8 +336,8 @@ class HttpServer::Impl {
   uint16_t port_ = 0;
 };
 
-HttpServer::HttpServer(ServerOptions options, Api& api)
-    : impl_(std::make_unique<Impl>(std::move(options), api)) {}
+HttpServer::HttpServer(ServerOptions options, RequestHandler& handler)
+    : impl_(std::make_unique<Impl>(std::move(options), handler)) {}
 
 HttpServer::~HttpServer() { impl_->Stop(nullptr); }
 

@@ -1,6 +1,6 @@
 // chronoqd's HTTP/1.1 transport on Boost.Beast: a few I/O threads serve every
 // connection asynchronously, so thousands of idle keep-alive or long-polling
-// connections cost memory, not threads. Requests go to the Api; answers come
+// connections cost memory, not threads. Requests go to the handler (the Api); answers come
 // back from the engine's loop thread and are written on the connection's
 // strand.
 //
@@ -25,6 +25,9 @@ struct ServerOptions {
   uint16_t port = 7070;  // 0 picks a free port
   // When set, every request but /healthz needs "Authorization: Bearer <token>".
   std::string token;
+  // Also accepted where `token` is asked for: what cluster nodes send on the
+  // requests they forward (chronoqd --cluster-token). Empty: none.
+  std::string cluster_token;
   int threads = 2;
   size_t max_body = 1 << 20;
   size_t max_header = 16 << 10;
@@ -38,7 +41,7 @@ bool TokenMatches(std::string_view presented, std::string_view expected);
 
 class HttpServer {
  public:
-  HttpServer(ServerOptions options, Api& api);
+  HttpServer(ServerOptions options, RequestHandler& handler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

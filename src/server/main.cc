@@ -3,6 +3,8 @@
 //   chronoqd [--listen 127.0.0.1:7070] [--data ./data] [--token-file FILE]
 //            [--log-format text|json] [--durability normal|full] [--threads 2]
 //            [--store postgresql://USER@HOST/DB?schema=NAME]
+//            [--cluster [--node-id ID] [--advertise http://HOST:PORT]
+//             [--cluster-token-file FILE] [--heartbeat-ms 500] [--lease-ms 3000]]
 //
 // Every flag has an environment equivalent (CHRONOQ_LISTEN, CHRONOQ_DATA,
 // CHRONOQ_STORE, CHRONOQ_TOKEN_FILE or CHRONOQ_TOKEN, CHRONOQ_LOG_FORMAT, ...).
@@ -10,6 +12,10 @@
 // --data and --durability, which describe the default SQLite file. SIGTERM and
 // SIGINT stop it gracefully: no new connections, long polls answer empty,
 // requests in flight finish, commits are flushed, exit 0.
+//
+// --cluster makes this chronoqd one node of several on one PostgreSQL schema
+// (cluster/node.h): it leads or stands by, and answers every request either
+// way (docs/OPERATIONS.md, "Running a cluster").
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -21,6 +27,8 @@
 
 #include "chronoq/engine.h"
 
+#include "cluster/node.h"
+#include "engine/store_url.h"
 #include "server/api.h"
 #include "server/http_server.h"
 #include "server/log_format.h"
@@ -28,6 +36,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <signal.h>
+#include <unistd.h>
 
 namespace {
 
@@ -60,16 +69,25 @@ Status ParseListen(const std::string& text, server::ServerOptions& out) {
   return {};
 }
 
-Status ReadTokenFile(const std::string& path, std::string& token) {
+Status ReadTokenFile(const std::string& path, std::string& token, std::string_view field) {
   std::ifstream in(path);
-  if (!in) return Status::InvalidArgument("token-file", "cannot read " + path);
+  if (!in) return Status::InvalidArgument(field, "cannot read " + path);
   std::stringstream ss;
   ss << in.rdbuf();
   token = ss.str();
   while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
     token.pop_back();
   }
-  if (token.empty()) return Status::InvalidArgument("token-file", path + " is empty");
+  if (token.empty()) return Status::InvalidArgument(field, path + " is empty");
+  return {};
+}
+
+// A token from `file` (the flag `field`) when one is named, else from the
+// environment variable `env`; left as it is when neither gives one.
+Status ReadToken(const std::string& file, std::string_view field, const char* env,
+                 std::string& token) {
+  if (!file.empty()) return ReadTokenFile(file, token, field);
+  if (const char* value = std::getenv(env); value != nullptr && *value != '\0') token = value;
   return {};
 }
 
@@ -95,9 +113,89 @@ std::string Redacted(std::string url) {
   return url;
 }
 
+// Hands requests to the node once it exists: chronoqd in a cluster learns
+// its port (and so its default node id and address) only once it listens.
+class LateHandler final : public server::RequestHandler {
+ public:
+  void Set(server::RequestHandler* target) { target_.store(target); }
+  void Handle(server::ApiRequest request, server::Respond respond) override {
+    if (server::RequestHandler* target = target_.load()) {
+      return target->Handle(std::move(request), std::move(respond));
+    }
+    respond(server::ErrorResponse(
+        Status(StatusCode::kUnavailable, "the node is starting", {}, StatusReason::kNotLeader)));
+  }
+
+ private:
+  std::atomic<server::RequestHandler*> target_{nullptr};
+};
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
 int Fail(const Status& s) {
   std::cerr << "chronoqd: " << s.ToString() << "\n";
   return 2;
+}
+
+// chronoqd --cluster: the node answers every request; it runs the engine
+// only while it leads.
+int RunClusterNode(server::ServerOptions options, const std::string& store, std::string node_id,
+                   std::string advertise, int heartbeat_ms, int lease_ms, int webhook_concurrency,
+                   sigset_t signals) {
+  if (store.empty()) {
+    return Fail(Status::InvalidArgument("cluster", "needs --store naming a PostgreSQL database"));
+  }
+  Result<StoreLocation> location = ParseStoreUrl(store);
+  if (!location.ok()) return Fail(location.status());
+  if (!location->postgres) {
+    return Fail(Status::InvalidArgument(
+        "cluster", "the nodes of a cluster share a PostgreSQL store, not " + Redacted(store)));
+  }
+  LateHandler late;
+  server::HttpServer http(options, late);
+  if (Status s = http.Start(); !s.ok()) return Fail(s);
+  const std::string port = std::to_string(http.port());
+  const bool any = options.host == "0.0.0.0" || options.host == "::";
+  const std::string host = any ? HostName() : options.host;
+  const bool v6 = host.find(':') != std::string::npos;
+  if (node_id.empty()) node_id = HostName() + ":" + port;
+  if (advertise.empty()) advertise = "http://" + (v6 ? "[" + host + "]" : host) + ":" + port;
+
+  boost::asio::thread_pool blocking(2);
+  cluster::NodeOptions node_options;
+  node_options.node_id = node_id;
+  node_options.advertise = advertise;
+  node_options.store = *location->postgres;
+  node_options.heartbeat = std::chrono::milliseconds(heartbeat_ms);
+  node_options.lease = std::chrono::milliseconds(lease_ms);
+  node_options.cluster_token = options.cluster_token;
+  node_options.version = CHRONOQ_VERSION;
+  node_options.webhook_concurrency = webhook_concurrency;
+  node_options.run_blocking = [&blocking](std::function<void()> fn) {
+    boost::asio::post(blocking, std::move(fn));
+  };
+  cluster::Node node(std::move(node_options));
+  if (Status s = node.Start(); !s.ok()) return Fail(s);
+  late.Set(&node);
+  std::printf("chronoqd listening on http://%s:%u (cluster node %s, store %s%s)\n",
+              options.host.c_str(), http.port(), node_id.c_str(), Redacted(store).c_str(),
+              options.token.empty() ? "" : ", bearer token required");
+  std::fflush(stdout);
+  spdlog::info("chronoqd {} listening on {}:{} as cluster node {} ({})", CHRONOQ_VERSION,
+               options.host, http.port(), node_id, advertise);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  http.Stop([&] { node.ReleaseWaitingClaims(); });
+  blocking.join();
+  node.Stop();  // a leader closes its engine and frees the lock for a standby
+  spdlog::info("stopped");
+  return 0;
 }
 
 }  // namespace
@@ -154,6 +252,35 @@ int main(int argc, char** argv) {
       ->envname("CHRONOQ_IDLE_TIMEOUT_MS")
       ->check(CLI::Range(1, 86'400'000))
       ->capture_default_str();
+  bool cluster = false;
+  std::string node_id;
+  std::string advertise;
+  std::string cluster_token_file;
+  int heartbeat_ms = 500;
+  int lease_ms = 3000;
+  app.add_flag("--cluster", cluster,
+               "run as one node of several on the --store PostgreSQL schema: lead or stand by")
+      ->envname("CHRONOQ_CLUSTER");
+  app.add_option("--node-id", node_id, "this node's name in the cluster (default: HOST:PORT)")
+      ->envname("CHRONOQ_NODE_ID");
+  app.add_option("--advertise", advertise,
+                 "where the other nodes reach this one, http://HOST:PORT (default: the "
+                 "listen address, the host name if it listens on all interfaces)")
+      ->envname("CHRONOQ_ADVERTISE");
+  app.add_option("--cluster-token-file", cluster_token_file,
+                 "file holding the token nodes send each other (or set CHRONOQ_CLUSTER_TOKEN; "
+                 "default: the API token)")
+      ->envname("CHRONOQ_CLUSTER_TOKEN_FILE");
+  app.add_option("--heartbeat-ms", heartbeat_ms, "how often each node writes its heartbeat")
+      ->envname("CHRONOQ_HEARTBEAT_MS")
+      ->check(CLI::Range(10, 60'000))
+      ->capture_default_str();
+  app.add_option("--lease-ms", lease_ms,
+                 "a leader whose heartbeat stopped this long is replaced (at least twice "
+                 "--heartbeat-ms)")
+      ->envname("CHRONOQ_LEASE_MS")
+      ->check(CLI::Range(20, 600'000))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   // Logs go to stderr; stdout carries only the "listening on" line.
@@ -165,11 +292,8 @@ int main(int argc, char** argv) {
   options.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   if (Status s = ParseListen(listen, options); !s.ok()) return Fail(s);
-  if (!token_file.empty()) {
-    if (Status s = ReadTokenFile(token_file, options.token); !s.ok()) return Fail(s);
-  } else if (const char* env = std::getenv("CHRONOQ_TOKEN"); env != nullptr && *env != '\0') {
-    options.token = env;
-  }
+  if (Status s = ReadToken(token_file, "token-file", "CHRONOQ_TOKEN", options.token); !s.ok())
+    return Fail(s);
 
   // Signals are taken by sigwait below, never by a handler on a random thread.
   sigset_t signals;
@@ -178,6 +302,15 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+
+  if (cluster) {
+    Status s = ReadToken(cluster_token_file, "cluster-token-file", "CHRONOQ_CLUSTER_TOKEN",
+                         options.cluster_token);
+    if (!s.ok()) return Fail(s);
+    if (options.cluster_token.empty()) options.cluster_token = options.token;
+    return RunClusterNode(options, store, node_id, advertise, heartbeat_ms, lease_ms,
+                          webhook_concurrency, signals);
+  }
 
   EngineOptions engine_options;
   engine_options.store =
