@@ -44,11 +44,13 @@ struct Options {
   int batch = 256;      // W2 and W6 claim batch
   double idle_s = 10;   // W5 idle period
   // W1: "batch" or "single" only; W6: "keyed" or "unkeyed" only; empty: both.
+  // W9: "sigkill" (the default) or "sigstop".
   std::string mode;
   // http target only.
   std::string url;               // a running chronoqd; empty: the bench starts one per workload
   std::string chronoqd;          // the chronoqd binary the bench starts
   int w1_batch_connections = 1;  // W1 batch: connections sending batches at once
+  int kills = 20;                // W9: failovers
 };
 
 inline double Round(double v, int digits) {
@@ -57,6 +59,25 @@ inline double Round(double v, int digits) {
 }
 
 inline double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Lowers `target` to `value` if that is earlier (relaxed: a single value, read
+// after joins or polled).
+inline void StoreMin(std::atomic<SteadyClock::rep>& target, SteadyClock::time_point value) {
+  const SteadyClock::rep v = value.time_since_epoch().count();
+  SteadyClock::rep cur = target.load(std::memory_order_relaxed);
+  while (v < cur && !target.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+// Raises `target` to `value` if that is later.
+inline void StoreMax(std::atomic<SteadyClock::rep>& target, SteadyClock::time_point value) {
+  const SteadyClock::rep v = value.time_since_epoch().count();
+  SteadyClock::rep cur = target.load(std::memory_order_relaxed);
+  while (v > cur && !target.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+inline SteadyClock::time_point AsTime(const std::atomic<SteadyClock::rep>& rep) {
+  return SteadyClock::time_point(SteadyClock::duration(rep.load()));
+}
 
 inline void Emit(const json& line) { std::cout << line.dump() << std::endl; }
 

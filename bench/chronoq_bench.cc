@@ -1,6 +1,6 @@
 // chronoq-bench: the load generator of the workloads in BENCHMARKS.md.
 //
-//   chronoq-bench --workload W1|W2|W3|W4|W5|W6|W7|W8|W-schedule|all --target embedded|http
+//   chronoq-bench --workload W1|W2|W3|W4|W5|W6|W7|W8|W9|W-schedule|all --target embedded|http
 //                 [--dir DIR] [-n N] [--runs R] [--concurrency C] [--batch B] [--mode M]
 //                 [--store postgresql://USER@HOST:PORT/DB] [--url URL | --chronoqd PATH]
 //
@@ -16,6 +16,8 @@
 // fresh chronoqd (DIR/http-<workload>[-<mode>]/, on the schema
 // bench_http_<workload>[_<mode>] with --store) and talks to it over loopback,
 // or uses the server at --url (W5 then fails: it reads the server's /proc).
+// W9 (http only, never under "all") starts a cluster of three chronoqd
+// nodes on PostgreSQL and kills its leader again and again (failover.cc).
 
 #include <algorithm>
 #include <atomic>
@@ -778,6 +780,7 @@ constexpr Workload kWorkloads[] = {
     {"W6", 50'000, RunW6, chronoq::bench::RunHttpW6},
     {"W7", 100'000, RunW7, chronoq::bench::RunHttpW7},
     {"W8", 10'000'000, RunW8, nullptr},
+    {"W9", 100'000, nullptr, chronoq::bench::RunHttpW9},  // not in "all": minutes, 3 nodes
     {"W-schedule", 100'000, RunWSchedule, nullptr},
 };
 
@@ -787,7 +790,7 @@ int main(int argc, char** argv) {
   Options o;
   o.chronoqd = CHRONOQD_PATH;
   CLI::App app{"chronoq load generator: runs the workloads of BENCHMARKS.md"};
-  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W6, W7, W8, W-schedule or all")
+  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W6, W7, W8, W9, W-schedule or all")
       ->required();
   app.add_option("--target", o.target, "embedded (in-process engine) or http (chronoqd)")
       ->required()
@@ -813,8 +816,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--mode", o.mode,
                  "W1: batch or single; W6: keyed or unkeyed (default both; keyed alone has no "
-                 "ratio)")
-      ->check(CLI::IsMember({"batch", "single", "keyed", "unkeyed"}));
+                 "ratio); W9: sigkill (default) or sigstop")
+      ->check(CLI::IsMember({"batch", "single", "keyed", "unkeyed", "sigkill", "sigstop"}));
   app.add_option("--url", o.url,
                  "http target: use the chronoqd at this URL (token from $CHRONOQ_TOKEN) instead "
                  "of starting one per workload; W5 needs its own");
@@ -824,6 +827,9 @@ int main(int argc, char** argv) {
                  "http target, W1 batch: connections sending batches at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--kills", o.kills, "W9: failovers (the leader killed, or paused, this often)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   if (concurrency->count() > 0) o.w6_workers = o.concurrency;
 
@@ -837,24 +843,32 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool w6_mode = o.mode == "keyed" || o.mode == "unkeyed";
-  if ((w6_mode && o.workload != "W6") || (o.workload == "W6" && !o.mode.empty() && !w6_mode)) {
-    std::cerr << "chronoq-bench: --mode batch|single is for W1, --mode keyed|unkeyed for W6\n";
+  const bool w9_mode = o.mode == "sigkill" || o.mode == "sigstop";
+  if ((w6_mode && o.workload != "W6") || (o.workload == "W6" && !o.mode.empty() && !w6_mode) ||
+      (w9_mode && o.workload != "W9") || (o.workload == "W9" && !o.mode.empty() && !w9_mode)) {
+    std::cerr << "chronoq-bench: --mode batch|single is for W1, keyed|unkeyed for W6, "
+                 "sigkill|sigstop for W9\n";
     return 2;
   }
   std::vector<const Workload*> selected;
   for (const Workload& w : kWorkloads) {
     if (o.workload != "all" && o.workload != w.name) continue;
+    if (o.workload == "all" && std::string(w.name) == "W9") continue;
+    if (!http && w.run == nullptr) {
+      std::cerr << "chronoq-bench: " << w.name << " is for --target http only\n";
+      return 2;
+    }
     if (http && w.run_http == nullptr) {
       if (o.workload == "all") continue;
       std::cerr << "chronoq-bench: " << w.name
-                << " is not implemented for --target http (only W1, W2, W3, W5, W6, W7)\n";
+                << " is not implemented for --target http (only W1, W2, W3, W5, W6, W7, W9)\n";
       return 2;
     }
     selected.push_back(&w);
   }
   if (selected.empty()) {
     std::cerr << "chronoq-bench: unknown workload '" << o.workload
-              << "': expected W1, W2, W3, W4, W5, W6, W7, W8, W-schedule or all\n";
+              << "': expected W1, W2, W3, W4, W5, W6, W7, W8, W9, W-schedule or all\n";
     return 2;
   }
   if (o.workload == "all") {

@@ -56,4 +56,22 @@ void RunHttpW7(const Options& o, int64_t n, uint64_t seed);
 // chronoqd's threads, and its CPU %. Needs a chronoqd the bench starts.
 void RunHttpW5(const Options& o, int64_t n, uint64_t seed);
 
+// W9: failover (failover.cc). Starts a throwaway PostgreSQL
+// (scripts/pg-cluster.sh; with Options::store, a schema of that database
+// instead) and three chronoqd --cluster nodes with the default heartbeat and
+// lease, enqueues N tasks due evenly over one minute (from 5 s on) and a
+// stream of 200 tasks/s due 10 s after their create, and runs 8 workers
+// (long-polling claims of up to 100, wait 1 s, lease 30 s, then one
+// POST /v1/acks), each moving to the next node on a failed connection, a
+// 3 s silence or a 502/503/504. Then Options::kills times: SIGKILL the leader
+// (mode "sigstop": SIGSTOP it), measure the time to the first claim sent
+// after the kill that comes back with tasks, start the node again (SIGCONT
+// it) and wait until it stands by and the cluster has settled for 2 s. At the
+// end the stream stops, the queue drains, and every acknowledged create must
+// have succeeded. One line per kill (failover_ms, lateness of the tasks due
+// between the kill and the recovery), then a summary: failover p50/p99/max,
+// lateness in the windows and overall, lost, doubled (claimed again after an
+// ack answered ok), redelivered. Node logs: DIR/http-W9-<mode>/.
+void RunHttpW9(const Options& o, int64_t n, uint64_t seed);
+
 }  // namespace chronoq::bench
