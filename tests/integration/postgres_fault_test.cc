@@ -12,8 +12,8 @@
 // Real time passes here only as long as the server needs to come back and
 // chronoqd's reconnection backoff (at most 5 s); every wait has a deadline.
 #include <atomic>
-#include <fstream>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -29,15 +29,13 @@
 #include "common/subprocess.h"
 #include "support/chronoqd_process.h"
 #include "support/eventually.h"
+#include "support/own_pg_cluster.h"
 #include "support/pg_test_db.h"
 #include "support/status_matchers.h"
 #include "support/temp_dir.h"
 
 #ifndef CHRONOQD_PATH
 #error "CHRONOQD_PATH (the chronoqd binary) must be defined for the test target"
-#endif
-#ifndef CHRONOQ_SOURCE_DIR
-#error "CHRONOQ_SOURCE_DIR (for scripts/pg-cluster.sh) must be defined for the test target"
 #endif
 
 namespace chronoq {
@@ -46,46 +44,6 @@ namespace {
 using nlohmann::json;
 using test::Eventually;
 using test::IsOk;
-
-// A PostgreSQL cluster of the test's own (scripts/pg-cluster.sh), stopped and
-// removed when the test ends, whatever happened.
-class OwnCluster {
- public:
-  ~OwnCluster() {
-    if (started_) Script("stop").IgnoreError();
-  }
-  Status Start() {
-    CHRONOQ_RETURN_IF_ERROR(Script("start"));
-    started_ = true;
-    return {};
-  }
-  Status Crash() { return Script("crash"); }
-  Status Restart() { return Script("restart"); }
-  std::string Url() const { return ReadFile(dir_.File("pg/url")); }
-
- private:
-  static std::string ReadFile(const std::string& path) {
-    std::ifstream in(path);
-    std::string line;
-    std::getline(in, line);
-    return line;
-  }
-  Status Script(const char* command) {
-    SpawnOptions o;
-    o.argv = {CHRONOQ_SOURCE_DIR "/scripts/pg-cluster.sh", command, dir_.File("pg")};
-    Result<Subprocess::Completed> done =
-        Subprocess::Run(o, std::chrono::steady_clock::now() + std::chrono::seconds(120));
-    if (!done.ok()) return done.status();
-    if (done->code != 0) {
-      return Status::Internal(std::string("pg-cluster.sh ") + command + ": " +
-                              Subprocess::DescribeExit(done->code) + ": " + done->err);
-    }
-    return {};
-  }
-
-  test::TempDir dir_;
-  bool started_ = false;
-};
 
 std::unique_ptr<cli::HttpClient> Connect(const std::string& url) {
   auto c = cli::HttpClient::Create(url, std::chrono::seconds(30));
@@ -110,14 +68,13 @@ struct Outcomes {
       return;
     }
     std::lock_guard lock(mu);
-    unexpected.push_back(what + ": " +
-                         (r.ok() ? std::to_string(r->status) + " " + r->body
-                                 : r.status().ToString()));
+    unexpected.push_back(
+        what + ": " + (r.ok() ? std::to_string(r->status) + " " + r->body : r.status().ToString()));
   }
 };
 
 TEST(PostgresFaultTest, APostgresCrashUnderLoadLosesNothingAcknowledged) {
-  OwnCluster cluster;
+  test::OwnPgCluster cluster;
   ASSERT_THAT(cluster.Start(), IsOk());
   test::TempDir dir;
   test::ChronoqdProcess server(test::ChronoqdOptions{
@@ -142,10 +99,11 @@ TEST(PostgresFaultTest, APostgresCrashUnderLoadLosesNothingAcknowledged) {
         // After a 503 the same id again: the outcome was unknown, and a
         // 409 conflict now says the earlier attempt had committed.
         const bool stored =
-            r.ok() && (r->status == 201 || (retrying && r->status == 409 &&
-                                            json::parse(r->body, nullptr, false)
-                                                    .value("/error/code"_json_pointer, "") ==
-                                                "conflict"));
+            r.ok() &&
+            (r->status == 201 ||
+             (retrying && r->status == 409 &&
+              json::parse(r->body, nullptr, false).value("/error/code"_json_pointer, "") ==
+                  "conflict"));
         if (stored) {
           std::lock_guard lock(out.mu);
           out.enqueued.insert(id);
@@ -196,7 +154,8 @@ TEST(PostgresFaultTest, APostgresCrashUnderLoadLosesNothingAcknowledged) {
   };
   auto health = [&]() -> int {
     auto c = Connect(server.url());
-    auto r = c ? c->Send("GET", "/healthz", "", {}) : Result<cli::HttpResponse>(Status::Internal("no client"));
+    auto r = c ? c->Send("GET", "/healthz", "", {})
+               : Result<cli::HttpResponse>(Status::Internal("no client"));
     return r.ok() ? r->status : 0;
   };
 
