@@ -55,8 +55,8 @@ Result<std::unique_ptr<Store>> OpenNamed(const NamedStore& s, bool must_exist) {
     const Status& e = store.status();
     if (e.code() == StatusCode::kFailedPrecondition) {
       // The writer's lock is taken: an engine (chronoqd) has the store open.
-      return Status::FailedPrecondition(s.flag + " " + s.url + " is in use: " +
-                                        std::string(e.message()) +
+      return Status::FailedPrecondition(s.flag + " " + s.url +
+                                        " is in use: " + std::string(e.message()) +
                                         ". Stop chronoqd (every node) before copying");
     }
     return Status(e.code(), s.flag + " " + s.url + ": " + std::string(e.message()));

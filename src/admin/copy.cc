@@ -36,8 +36,9 @@ class Copier {
       return Status::FailedPrecondition(
           "the target is not empty: it holds " + DescribeRows(target) +
           "; a copy goes only into an empty store, and nothing was written" +
-          (options_.empty_target_hint.empty() ? "" : " (to empty it: " +
-                                                         options_.empty_target_hint + ")"));
+          (options_.empty_target_hint.empty()
+               ? ""
+               : " (to empty it: " + options_.empty_target_hint + ")"));
     }
     if (report_.source.empty()) {
       return Status::FailedPrecondition("the source holds nothing to copy");
@@ -48,8 +49,8 @@ class Copier {
     Status copied = CopyAll();
     if (!copied.ok()) {
       return Status(copied.code(),
-                    "the copy stopped after " + WithCommas(report_.rows) + " rows: " +
-                        copied.message() +
+                    "the copy stopped after " + WithCommas(report_.rows) +
+                        " rows: " + copied.message() +
                         ". The target now holds part of the copy: do not start chronoqd on it. "
                         "Empty it, then run the same command again" +
                         (options_.empty_target_hint.empty()

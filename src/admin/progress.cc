@@ -40,9 +40,7 @@ void Progress::Start(int64_t total) {
   if (terminal_) Draw();
 }
 
-double Progress::Seconds() const {
-  return std::chrono::duration<double>(now_() - start_).count();
-}
+double Progress::Seconds() const { return std::chrono::duration<double>(now_() - start_).count(); }
 
 double Progress::Rate() const {
   const double s = Seconds();
@@ -88,8 +86,8 @@ void Progress::Draw() {
 }
 
 std::string Progress::Describe() const {
-  const int percent = total_ > 0 ? static_cast<int>(std::min<int64_t>(100, done_ * 100 / total_))
-                                 : 100;
+  const int percent =
+      total_ > 0 ? static_cast<int>(std::min<int64_t>(100, done_ * 100 / total_)) : 100;
   const double rate = Rate();
   std::string s = std::to_string(percent) + "% " + WithCommas(done_) + "/" + WithCommas(total_) +
                   " rows, " + WithCommas(std::llround(rate)) + " rows/s";

@@ -24,8 +24,9 @@ class Progress {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
   // `out` must outlive *this; `now` reads the time (tests give a fake one).
-  Progress(std::ostream& out, bool terminal,
-           std::function<TimePoint()> now = [] { return std::chrono::steady_clock::now(); });
+  Progress(
+      std::ostream& out, bool terminal,
+      std::function<TimePoint()> now = [] { return std::chrono::steady_clock::now(); });
 
   void Start(int64_t total);
   // `rows` more are done.

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/syscall.h>
@@ -20,7 +20,9 @@ extern char** environ;
 namespace chronoq {
 namespace {
 
-std::string ErrnoText(int error) { return std::error_code(error, std::generic_category()).message(); }
+std::string ErrnoText(int error) {
+  return std::error_code(error, std::generic_category()).message();
+}
 
 int ExitCodeOf(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -172,11 +174,10 @@ Result<Subprocess> Subprocess::Spawn(const SpawnOptions& options) {
   std::vector<std::string> env_strings = MergedEnvironment(options.env);
   std::vector<char*> argv = Pointers(argv_strings);
   std::vector<char*> env = Pointers(env_strings);
-  const int rc = options.search_path
-                     ? posix_spawnp(&p.pid_, program.c_str(), &plan.actions, &plan.attr,
-                                    argv.data(), env.data())
-                     : posix_spawn(&p.pid_, program.c_str(), &plan.actions, &plan.attr,
-                                   argv.data(), env.data());
+  const int rc = options.search_path ? posix_spawnp(&p.pid_, program.c_str(), &plan.actions,
+                                                    &plan.attr, argv.data(), env.data())
+                                     : posix_spawn(&p.pid_, program.c_str(), &plan.actions,
+                                                   &plan.attr, argv.data(), env.data());
   close_child_ends();
   if (rc != 0) {
     p.pid_ = -1;
@@ -203,16 +204,17 @@ Result<Subprocess::Completed> Subprocess::Run(SpawnOptions options, SteadyTime d
   std::string* sinks[2] = {&done.out, &done.err};
   int* sources[2] = {&p.stdout_fd_, &p.stderr_fd_};
   while (p.stdin_fd_ >= 0 || p.stdout_fd_ >= 0 || p.stderr_fd_ >= 0) {
-    pollfd fds[3] = {{p.stdin_fd_, POLLOUT, 0}, {p.stdout_fd_, POLLIN, 0}, {p.stderr_fd_, POLLIN, 0}};
+    pollfd fds[3] = {
+        {p.stdin_fd_, POLLOUT, 0}, {p.stdout_fd_, POLLIN, 0}, {p.stderr_fd_, POLLIN, 0}};
     const int ready = poll(fds, 3, MillisLeft(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
-      const std::string tail = done.err.size() > 500 ? done.err.substr(done.err.size() - 500)
-                                                     : done.err;
+      const std::string tail =
+          done.err.size() > 500 ? done.err.substr(done.err.size() - 500) : done.err;
       p.Kill();
-      return Status(StatusCode::kDeadlineExceeded,
-                    options.argv.front() + " did not finish in time; its stderr ends with: " +
-                        tail);
+      return Status(
+          StatusCode::kDeadlineExceeded,
+          options.argv.front() + " did not finish in time; its stderr ends with: " + tail);
     }
     if (fds[0].revents != 0) {
       const ssize_t n = WriteNoSigpipe(p.stdin_fd_, input);
@@ -279,9 +281,9 @@ Result<std::string> Subprocess::ReadLine(SteadyTime deadline, std::string_view w
     const int ready = poll(&fd, 1, MillisLeft(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
-      return Status(StatusCode::kDeadlineExceeded,
-                    "gave up waiting for " + std::string(what) + " from " + std::to_string(pid_) +
-                        " (got " + got + ")");
+      return Status(StatusCode::kDeadlineExceeded, "gave up waiting for " + std::string(what) +
+                                                       " from " + std::to_string(pid_) + " (got " +
+                                                       got + ")");
     }
     char chunk[4096];
     const ssize_t n = read(stdout_fd_, chunk, sizeof chunk);

@@ -26,9 +26,9 @@
 #include <utility>
 #include <vector>
 
-#include <sys/types.h>
-
 #include "chronoq/result.h"
+
+#include <sys/types.h>
 
 namespace chronoq {
 

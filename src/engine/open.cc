@@ -21,10 +21,20 @@ bool IsPostgresScheme(std::string_view scheme) {
 // SQLite path never does (it would be "host=..." as a file name: write it
 // as sqlite:host=... then).
 bool LooksLikeConninfo(std::string_view url) {
-  static constexpr std::string_view kKeywords[] = {
-      "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "service",
-      "sslmode", "connect_timeout", "application_name", "options", "target_session_attrs",
-      "schema"};
+  static constexpr std::string_view kKeywords[] = {"host",
+                                                   "hostaddr",
+                                                   "port",
+                                                   "dbname",
+                                                   "user",
+                                                   "password",
+                                                   "passfile",
+                                                   "service",
+                                                   "sslmode",
+                                                   "connect_timeout",
+                                                   "application_name",
+                                                   "options",
+                                                   "target_session_attrs",
+                                                   "schema"};
   const size_t start = url.find_first_not_of(" \t");
   if (start == std::string_view::npos) return false;
   url.remove_prefix(start);
@@ -129,7 +139,8 @@ Result<PostgresOptions> ParsePostgresConninfo(std::string_view conninfo) {
         value += conninfo[i];
       }
       if (i >= conninfo.size()) {
-        return Status::InvalidArgument("store", "an unterminated quoted value in the connection string");
+        return Status::InvalidArgument("store",
+                                       "an unterminated quoted value in the connection string");
       }
       ++i;
     } else {

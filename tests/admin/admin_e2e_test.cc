@@ -19,8 +19,8 @@ namespace chronoq {
 namespace {
 
 using namespace std::chrono_literals;
-using ::testing::HasSubstr;
 using test::IsOk;
+using ::testing::HasSubstr;
 
 Subprocess::Completed Admin(const std::vector<std::string>& args) {
   SpawnOptions o;

@@ -4,6 +4,8 @@
 // original would have: the same tasks in the same states, the running lease
 // lapsing at its time, the lock held under its token, the schedule's next
 // occurrence fired once, and fencing tokens that only grow.
+#include "admin/copy.h"
+
 #include <chrono>
 #include <memory>
 #include <sstream>
@@ -16,7 +18,6 @@
 #include "chronoq/engine.h"
 
 #include "admin/admin.h"
-#include "admin/copy.h"
 #include "admin/progress.h"
 #include "engine/store_url.h"
 #include "support/eventually.h"
@@ -30,9 +31,9 @@ namespace chronoq::admin {
 namespace {
 
 using namespace std::chrono_literals;
-using ::testing::HasSubstr;
 using test::IsOk;
 using test::StatusIs;
+using ::testing::HasSubstr;
 
 const std::vector<std::string> kIds = {"sched", "run", "done", "gone", "dead", "k1", "k2"};
 
@@ -296,24 +297,22 @@ TEST_F(CopyTest, AnEmptySourceIsRefused) {
 
 TEST_F(CopyTest, BadUrlsNameTheirFlag) {
   std::ostringstream out, err;
-  EXPECT_EQ(RunAdmin({"copy", "--from", "mysql://db/x", "--to", PgUrl()}, {out, err}),
-            kExitUsage);
+  EXPECT_EQ(RunAdmin({"copy", "--from", "mysql://db/x", "--to", PgUrl()}, {out, err}), kExitUsage);
   EXPECT_THAT(err.str(), HasSubstr("--from"));
   EXPECT_THAT(err.str(), HasSubstr("unknown store scheme \"mysql\""));
   err.str("");
-  EXPECT_EQ(RunAdmin({"copy", "--from", SqliteUrl(), "--to", "postgresql://h/db?schema=Bad"},
-                     {out, err}),
-            kExitUsage);
+  EXPECT_EQ(
+      RunAdmin({"copy", "--from", SqliteUrl(), "--to", "postgresql://h/db?schema=Bad"}, {out, err}),
+      kExitUsage);
   EXPECT_THAT(err.str(), HasSubstr("--to"));
   EXPECT_THAT(err.str(), HasSubstr("schema \"Bad\""));
   err.str("");
-  EXPECT_EQ(RunAdmin({"copy", "--from", "sqlite:x.db?durability=maybe", "--to", PgUrl()},
-                     {out, err}),
-            kExitUsage);
+  EXPECT_EQ(
+      RunAdmin({"copy", "--from", "sqlite:x.db?durability=maybe", "--to", PgUrl()}, {out, err}),
+      kExitUsage);
   EXPECT_THAT(err.str(), HasSubstr("--from"));
   err.str("");
-  EXPECT_EQ(RunAdmin({"copy", "--from", SqliteUrl(), "--to", SqliteUrl()}, {out, err}),
-            kExitUsage);
+  EXPECT_EQ(RunAdmin({"copy", "--from", SqliteUrl(), "--to", SqliteUrl()}, {out, err}), kExitUsage);
   EXPECT_THAT(err.str(), HasSubstr("--to"));
   err.str("");
   EXPECT_EQ(RunAdmin({"copy", "--from", SqliteUrl()}, {out, err}), kExitUsage);

@@ -148,7 +148,8 @@ TEST(SubprocessTest, ASignalToTheGroupReachesTheGrandchildren) {
 }
 
 TEST(SubprocessTest, TheChildGetsSignalsAtTheirDefaultsWhateverTheParentIgnores) {
-  struct sigaction ignore {}, old {};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   ASSERT_EQ(sigaction(SIGINT, &ignore, &old), 0);

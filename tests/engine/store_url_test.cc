@@ -105,8 +105,8 @@ TEST(StoreUrlTest, AKeyValueConninfoGoesToLibpqWithoutItsSchema) {
   EXPECT_EQ(quoted->conninfo, "host='/a b\\'c' password='x y'");
   EXPECT_EQ(quoted->schema, "tenant_7");
 
-  for (const char* bad : {"host=h schema=Bad", "host=h schema=a schema=b", "host='open",
-                          "host=h dbname"}) {
+  for (const char* bad :
+       {"host=h schema=Bad", "host=h schema=a schema=b", "host='open", "host=h dbname"}) {
     Result<PostgresOptions> r = ParsePostgresConninfo(bad);
     EXPECT_THAT(r, StatusIs(StatusCode::kInvalidArgument)) << bad;
     EXPECT_EQ(r.status().field(), "store") << bad;

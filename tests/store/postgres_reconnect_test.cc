@@ -103,8 +103,7 @@ TEST_F(PostgresReconnectTest, WhileTheServerRefusesAttemptsBackOffAndCallsFailAt
   // An attempt at once, refused: the next in 100 ms, then 200, 400 ...
   Status refused = store_->Begin();
   ExpectStoreUnavailable(refused);
-  EXPECT_NE(refused.message().find("reconnecting failed"), std::string::npos)
-      << refused.ToString();
+  EXPECT_NE(refused.message().find("reconnecting failed"), std::string::npos) << refused.ToString();
   Status waiting = store_->Begin();
   ExpectStoreUnavailable(waiting);
   EXPECT_NE(waiting.message().find("next attempt in 100 ms"), std::string::npos)

@@ -68,10 +68,12 @@ TEST_F(SqliteStoreTest, ASecondWriterOnTheSameFileIsRefusedUntilTheFirstCloses) 
 // The saved cursor of a key (store.h) where SQLite keeps it, in key_cursors.
 // (What the interface shows of it is stated in store_conformance_test.cc.)
 TEST_F(SqliteStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
-  ExpectSavedKeyCursorRules([&](int64_t qid) {
-    return QueryText(
-        path_, "SELECT seq FROM key_cursors WHERE qid=" + std::to_string(qid) + " AND key='k'");
-  }, /*started_tasks_hold_it=*/true);
+  ExpectSavedKeyCursorRules(
+      [&](int64_t qid) {
+        return QueryText(
+            path_, "SELECT seq FROM key_cursors WHERE qid=" + std::to_string(qid) + " AND key='k'");
+      },
+      /*started_tasks_hold_it=*/true);
 }
 
 TEST(SqliteStoreMigrationTest, MigratesASchema1DatabaseAndCountsItsTasks) {

@@ -1995,8 +1995,7 @@ TEST_P(StoreCopyConformanceTest, QueuesImportWithTheirIdsSettingsFlagsAndCounts)
   settings.max_in_flight_per_key = 2;
   settings.max_pending_per_key = 100;
   Committed([&] {
-    ASSERT_THAT(store_->SaveQueueSettings(b, settings, /*paused=*/true, /*webhooks=*/true),
-                IsOk());
+    ASSERT_THAT(store_->SaveQueueSettings(b, settings, /*paused=*/true, /*webhooks=*/true), IsOk());
     ASSERT_THAT(store_->SaveQueueCounts(b, {1, 2, 3, 4, 5}), IsOk());
   });
   const std::vector<QueueRow> queues = *store_->Queues();
@@ -2097,14 +2096,10 @@ TEST_P(StoreCopyConformanceTest, SchedulesImportWithTheirIdsAndDeletedIdsStayUse
 }
 
 TEST_P(StoreCopyConformanceTest, ImportMetaRaisesAndNeverLowers) {
-  Committed([&] {
-    ASSERT_THAT(store_->ImportMeta({.next_token = 500, .last_sid = 40}), IsOk());
-  });
+  Committed([&] { ASSERT_THAT(store_->ImportMeta({.next_token = 500, .last_sid = 40}), IsOk()); });
   EXPECT_EQ(*store_->ExportMeta(), (Store::CopyMeta{.next_token = 500, .last_sid = 40}));
   EXPECT_EQ(store_->LoadMeta()->next_token, 500u);
-  Committed([&] {
-    ASSERT_THAT(store_->ImportMeta({.next_token = 7, .last_sid = 3}), IsOk());
-  });
+  Committed([&] { ASSERT_THAT(store_->ImportMeta({.next_token = 7, .last_sid = 3}), IsOk()); });
   EXPECT_EQ(*store_->ExportMeta(), (Store::CopyMeta{.next_token = 500, .last_sid = 40}));
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(*store_->ExportMeta(), (Store::CopyMeta{.next_token = 500, .last_sid = 40}));

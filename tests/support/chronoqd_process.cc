@@ -34,8 +34,8 @@ Status ChronoqdProcess::Start() {
   const size_t at = line.ok() ? line->find(kMarker) : std::string::npos;
   if (at != std::string::npos) port_ = std::atoi(line->c_str() + at + kMarker.size());
   if (port_ > 0) return {};
-  const std::string why =
-      line.ok() ? "chronoqd printed \"" + *line + "\" instead of its port" : line.status().message();
+  const std::string why = line.ok() ? "chronoqd printed \"" + *line + "\" instead of its port"
+                                    : line.status().message();
   const int code = process_.Kill();
   return Status::Unavailable(
       WithLog(why + "; chronoqd " + Subprocess::DescribeExit(code) + " (" + options_.binary + ")"));
@@ -47,10 +47,10 @@ Result<int> ChronoqdProcess::Stop(int sig) {
   Result<int> code = process_.Wait(Deadline(options_.stop_timeout));
   if (code.ok()) return code;
   process_.Kill();
-  return Status(StatusCode::kDeadlineExceeded,
-                WithLog("chronoqd did not exit within " +
-                        std::to_string(options_.stop_timeout.count()) + " s of signal " +
-                        std::to_string(sig) + " (" + sigabbrev_np(sig) + "); killed it"));
+  return Status(
+      StatusCode::kDeadlineExceeded,
+      WithLog("chronoqd did not exit within " + std::to_string(options_.stop_timeout.count()) +
+              " s of signal " + std::to_string(sig) + " (" + sigabbrev_np(sig) + "); killed it"));
 }
 
 std::string ChronoqdProcess::LogTail(size_t max) const {

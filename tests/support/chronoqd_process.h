@@ -29,8 +29,8 @@
 namespace chronoq::test {
 
 struct ChronoqdOptions {
-  std::string binary;    // the chronoqd executable
-  std::string data_dir;  // --data
+  std::string binary;             // the chronoqd executable
+  std::string data_dir;           // --data
   std::vector<std::string> args;  // more flags
   std::vector<std::string> env;   // "NAME=value" added to the environment
   // chronoqd's stderr (its log) goes to this file, truncated at each

@@ -1005,10 +1005,10 @@ class SqliteStore final : public Store {
     }
     if (rc != SQLITE_DONE) return SqlError(writer_, "count tasks");
     Stmt tables;
-    CHRONOQ_RETURN_IF_ERROR(tables.Prepare(
-        writer_,
-        "SELECT (SELECT count(*) FROM queues), (SELECT count(*) FROM schedules),"
-        " (SELECT count(*) FROM locks), (SELECT count(*) FROM key_cursors)"));
+    CHRONOQ_RETURN_IF_ERROR(
+        tables.Prepare(writer_,
+                       "SELECT (SELECT count(*) FROM queues), (SELECT count(*) FROM schedules),"
+                       " (SELECT count(*) FROM locks), (SELECT count(*) FROM key_cursors)"));
     if (tables.Step() != SQLITE_ROW) return SqlError(writer_, "count rows");
     counts.queues = tables.Int(0);
     counts.schedules = tables.Int(1);
@@ -1035,10 +1035,10 @@ class SqliteStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(
         token.Bind(1, static_cast<int64_t>(meta.next_token)).Run("import next token"));
     Stmt add_sid, raise_sid;
-    CHRONOQ_RETURN_IF_ERROR(add_sid.Prepare(
-        writer_,
-        "INSERT INTO sqlite_sequence(name, seq) SELECT 'schedules', ?1"
-        " WHERE NOT EXISTS(SELECT 1 FROM sqlite_sequence WHERE name='schedules')"));
+    CHRONOQ_RETURN_IF_ERROR(
+        add_sid.Prepare(writer_,
+                        "INSERT INTO sqlite_sequence(name, seq) SELECT 'schedules', ?1"
+                        " WHERE NOT EXISTS(SELECT 1 FROM sqlite_sequence WHERE name='schedules')"));
     CHRONOQ_RETURN_IF_ERROR(add_sid.Bind(1, meta.last_sid).Run("import last schedule id"));
     CHRONOQ_RETURN_IF_ERROR(raise_sid.Prepare(
         writer_, "UPDATE sqlite_sequence SET seq=max(seq, ?1) WHERE name='schedules'"));
