@@ -282,11 +282,12 @@ TEST_F(CliE2eTest, ASecondSigtermKillsTheCommandsGroupAndFailsItsTask) {
   EXPECT_TRUE(test::Eventually([&] { return Dead(grandchild); }, "the grandchild to be killed"));
 }
 
-// 100,000 lines; line 55,555 is not JSON and line 75,000 has a bad field.
+// 10,000 lines in batches of 1,000; line 5,555 is not JSON and line 7,500
+// has a bad field.
 TEST_F(CliE2eTest, ImportStopsAtABadLineAndResumesWithSkip) {
   std::vector<std::string> lines;
-  for (int i = 1; i <= 100'000; ++i) {
-    // Ids make a line sent twice a conflict (409), so 100,000 stored means each once.
+  for (int i = 1; i <= 10'000; ++i) {
+    // Ids make a line sent twice a conflict (409), so 10,000 stored means each once.
     lines.push_back(R"({"queue":"imp","id":"t)" + std::to_string(i) + R"("})");
   }
   const std::string file = dir_.File("tasks.jsonl");
@@ -295,34 +296,34 @@ TEST_F(CliE2eTest, ImportStopsAtABadLineAndResumesWithSkip) {
     for (const std::string& line : lines) text += line + "\n";
     WriteText(file, text);
   };
-  lines[55'554] = R"({"queue":"imp", oops})";
-  lines[74'999] = R"({"queue":"imp","priority":"high"})";
+  lines[5'554] = R"({"queue":"imp", oops})";
+  lines[7'499] = R"({"queue":"imp","priority":"high"})";
   write_file();
 
-  Subprocess::Completed run = RunCli({"import", file});
+  Subprocess::Completed run = RunCli({"import", file, "--batch", "1000"});
   EXPECT_EQ(run.code, 1) << run.err;
-  EXPECT_THAT(run.err, StartsWith("error: line 55555: not valid JSON (at column 17)\n"));
-  EXPECT_THAT(run.err, HasSubstr("stored: lines 1-50000 (50,000 tasks in 5 batches)"));
-  EXPECT_THAT(run.err, HasSubstr("chronoq import " + file + " --skip 50000\n"));
-  EXPECT_EQ(Count("imp", "scheduled"), 50'000);
+  EXPECT_THAT(run.err, StartsWith("error: line 5555: not valid JSON (at column 17)\n"));
+  EXPECT_THAT(run.err, HasSubstr("stored: lines 1-5000 (5,000 tasks in 5 batches)"));
+  EXPECT_THAT(run.err, HasSubstr("chronoq import " + file + " --skip 5000\n"));
+  EXPECT_EQ(Count("imp", "scheduled"), 5'000);
 
-  lines[55'554] = R"({"queue":"imp","id":"t55555"})";
+  lines[5'554] = R"({"queue":"imp","id":"t5555"})";
   write_file();
-  run = RunCli({"import", file, "--skip", "50000"});
+  run = RunCli({"import", file, "--batch", "1000", "--skip", "5000"});
   EXPECT_EQ(run.code, 1) << run.err;
-  EXPECT_THAT(run.err, StartsWith("error: line 75000: invalid_argument: priority: "));
+  EXPECT_THAT(run.err, StartsWith("error: line 7500: invalid_argument: priority: "));
   EXPECT_THAT(run.err, HasSubstr("(field priority)\n"));
-  EXPECT_THAT(run.err, HasSubstr("stored: lines 50001-70000 (20,000 tasks in 2 batches)"));
-  EXPECT_THAT(run.err, HasSubstr(" --skip 70000\n"));
-  EXPECT_EQ(Count("imp", "scheduled"), 70'000);
+  EXPECT_THAT(run.err, HasSubstr("stored: lines 5001-7000 (2,000 tasks in 2 batches)"));
+  EXPECT_THAT(run.err, HasSubstr(" --skip 7000\n"));
+  EXPECT_EQ(Count("imp", "scheduled"), 7'000);
 
-  lines[74'999] = R"({"queue":"imp","id":"t75000"})";
+  lines[7'499] = R"({"queue":"imp","id":"t7500"})";
   write_file();
-  run = RunCli({"import", file, "--skip", "70000"});
+  run = RunCli({"import", file, "--batch", "1000", "--skip", "7000"});
   EXPECT_EQ(run.code, 0) << run.err;
   EXPECT_THAT(run.out,
-              StartsWith("created 30,000 tasks from 100,000 lines (first 70,000 skipped) in "));
-  EXPECT_EQ(Count("imp", "scheduled"), 100'000);
+              StartsWith("created 3,000 tasks from 10,000 lines (first 7,000 skipped) in "));
+  EXPECT_EQ(Count("imp", "scheduled"), 10'000);
 }
 
 TEST_F(CliE2eTest, StatsShowsTheQueueAndTotals) {

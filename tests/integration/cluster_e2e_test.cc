@@ -592,6 +592,8 @@ struct Ledger {
   // one arrived, this one created the task anew (a finished task's id is
   // free, API.md): a second, documented execution.
   std::set<std::string> maybe_created_twice;
+  // Those of them whose ack held before their create's answer came.
+  std::set<std::string> acked_before_created;
   std::vector<Execution> executions;
   std::vector<Grant> grants;
   std::vector<std::string> unexpected;
@@ -674,7 +676,9 @@ class Load {
   Ledger& ledger() { return ledger_; }
   const Ledger& ledger() const { return ledger_; }
 
-  // Waits until every acknowledged create was executed and acknowledged.
+  // Waits until every acknowledged create was executed and acknowledged,
+  // and a task a retried create may have made anew ran too (it reads
+  // succeeded).
   ::testing::AssertionResult AwaitAllAcked(std::chrono::seconds give_up) {
     ::testing::AssertionResult done =
         Await([&] { return ledger_.NotAcked().empty(); },
@@ -684,6 +688,25 @@ class Load {
       done << " (" << left.size() << " of " << ledger_.Created() << " left, e.g.";
       for (size_t i = 0; i < left.size() && i < 5; ++i) done << " " << left[i];
       done << ")";
+      return done;
+    }
+    std::set<std::string> recheck;
+    {
+      std::lock_guard lock(ledger_.mu);
+      recheck = ledger_.acked_before_created;
+    }
+    FailoverClient client(cluster_, 0);
+    for (const std::string& id : recheck) {
+      done = Await(
+          [&] {
+            FailoverClient::Answer a =
+                client.Send("GET", "/v1/tasks/" + cli::PercentEncode(id), "");
+            return a.response.ok() && a.response->status == 200 &&
+                   ParseJson(a.response->body).value("state", "") == "succeeded";
+          },
+          "task " + id + " (acknowledged before its retried create answered) to read succeeded",
+          give_up);
+      if (!done) return done;
     }
     return done;
   }
@@ -720,7 +743,10 @@ class Load {
       std::lock_guard lock(ledger_.mu);
       if (a.uncertain && a.response->status == 201) {
         ledger_.maybe_created_twice.insert(id);
-        ledger_.acked.erase(id);  // if created anew, the new task must run too
+        // Acknowledged before this answer came: either this try created the
+        // task anew, which must run too, or the task's claim merely overtook
+        // this answer. AwaitAllAcked tells by reading the task.
+        if (ledger_.acked.count(id) > 0) ledger_.acked_before_created.insert(id);
       }
       ledger_.created[id] = {key, n};
       ++ledger_.created_count;
