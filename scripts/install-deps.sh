@@ -11,6 +11,8 @@ packages=(
   # The PostgreSQL store: libpq to build it, the server (15) to test it
   # (scripts/pg-cluster.sh starts throwaway clusters).
   libpq-dev postgresql
+  # The Python client and the OpenAPI spec test (clients/python, tests/openapi).
+  python3 python3-pytest python3-jsonschema python3-yaml mypy
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.
 if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi

@@ -101,12 +101,22 @@ using Handler = std::function<Status(const Lease&)>;
 // in order: only the OK ones are acknowledged, the others retry.
 using BatchHandler = std::function<std::vector<Status>(std::span<const Lease>)>;
 
+// What a failed task reports (Engine::Fail's arguments), for AckMany.
+struct AckFailure {
+  std::string error;                    // kept as last_error (its first 4,096 bytes)
+  std::optional<Duration> retry_after;  // default: the backoff
+};
+
 // One task and the token of its lease, for AckMany and ExtendMany.
 struct AckRequest {
   std::string id;
   uint64_t token = 0;
   // Kept as the task's last_response when not empty (a webhook's answer).
   std::string response;
+  // Set: AckMany fails the task instead of acknowledging it (it retries or
+  // goes dead, as Fail does), in the same commit as the batch's other
+  // outcomes. ExtendMany ignores it.
+  std::optional<AckFailure> failure;
 };
 
 // A claim that first acknowledges the tasks of the previous one
@@ -175,7 +185,9 @@ class Engine {
   // Completes a claimed task. FailedPrecondition (field "token") when the token
   // is stale: the lease was lost and the task may run elsewhere.
   virtual Status Ack(std::string_view id, uint64_t token) = 0;
-  // Acknowledges many tasks in one commit; one Status per request, in order.
+  // Acknowledges many tasks in one commit, or fails those whose request has a
+  // `failure` (a batch's outcomes, successes and failures, in one call); one
+  // Status per request, in order.
   virtual Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks) = 0;
   // Fails a claimed task: it retries after `retry_after` (default: backoff), or
   // goes dead after its last attempt, keeping `error`.

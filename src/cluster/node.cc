@@ -379,13 +379,9 @@ void Node::ReleaseWaitingClaims() {
 void Node::Handle(ApiRequest request, Respond respond) {
   const std::string_view path = PathOf(request.target);
   if (path == "/healthz") return Health(respond);
-  if (path == "/v1/cluster") {
-    if (request.method != "GET") {
-      ApiResponse r = server::ErrorResponse(Status(StatusCode::kInvalidArgument, "use GET"));
-      r.status = 405;
-      r.allow = "GET";
-      return respond(std::move(r));
-    }
+  if (path == kClusterPath) {
+    if (request.method != "GET")
+      return respond(server::MethodNotAllowed(request.method, path, "GET"));
     return Describe(respond);
   }
   std::shared_ptr<Runtime> runtime;

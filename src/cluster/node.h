@@ -91,6 +91,9 @@ class Node final : public server::RequestHandler {
   void Tick();
 
   void Handle(server::ApiRequest request, server::Respond respond) override;
+  // The endpoints a node answers itself, beside its Api's (server::Api::Routes()).
+  static std::vector<server::Route> Routes() { return {{"GET", kClusterPath}}; }
+  static constexpr std::string_view kClusterPath = "/v1/cluster";
 
   // Answers the leader's waiting claims with no tasks (a graceful stop).
   void ReleaseWaitingClaims();

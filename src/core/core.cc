@@ -620,6 +620,14 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
       out.push_back(NotFoundOrStale(a.id, a.token));
       continue;
     }
+    if (a.failure) {
+      // Leased, so only the store can fail it (which fails the whole batch);
+      // it gives up the lease, so a later entry for the task is stale.
+      CHRONOQ_RETURN_IF_ERROR(
+          Fail(a.id, a.token, a.failure->error, a.failure->retry_after, a.response));
+      out.emplace_back();
+      continue;
+    }
     seqs.push_back(task->seq);
     qids.push_back(task->qid);
     if (task->sid != 0) occurrences.push_back({task->sid, task->seq, &a.id});
@@ -644,7 +652,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(group, at, now));
   }
   for (size_t i = 0, k = 0; i < acks.size(); ++i) {
-    if (!out[i].ok()) continue;
+    if (!out[i].ok() || acks[i].failure) continue;
     if (!acks[i].response.empty()) {
       CHRONOQ_RETURN_IF_ERROR(
           store_.SetResponse(seqs[k], TruncateUtf8(acks[i].response, kMaxErrorBytes)));

@@ -117,8 +117,12 @@ Status ValidateLeaseRefs(const std::vector<AckRequest>& requests, const std::str
     return Status::InvalidArgument(field, "more than 10000 entries");
   }
   for (size_t i = 0; i < requests.size(); ++i) {
-    CHRONOQ_RETURN_IF_ERROR(
-        ValidateTaskRef(requests[i].id, field + "[" + std::to_string(i) + "].id"));
+    const std::string item = field + "[" + std::to_string(i) + "].";
+    CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(requests[i].id, item + "id"));
+    if (requests[i].failure) {
+      CHRONOQ_RETURN_IF_ERROR(
+          ValidateRetryIn(requests[i].failure->retry_after, item + "retry_in_ms"));
+    }
   }
   return {};
 }
@@ -135,9 +139,9 @@ Status ValidateClaim(std::string_view queue, int max, Duration lease, Duration w
   return {};
 }
 
-Status ValidateRetryIn(std::optional<Duration> retry_in) {
+Status ValidateRetryIn(std::optional<Duration> retry_in, const std::string& field) {
   if (retry_in && (*retry_in < Duration::zero() || *retry_in > kMaxDelay)) {
-    return Status::InvalidArgument("retry_in_ms", "must be between 0 and 100 years");
+    return Status::InvalidArgument(field, "must be between 0 and 100 years");
   }
   return {};
 }

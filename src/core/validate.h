@@ -44,12 +44,13 @@ Status ValidateLease(Duration lease, std::string_view field = "lease_ms");
 // An id naming a task to act on (generated or client-chosen): 1-200 bytes.
 Status ValidateTaskRef(std::string_view id, std::string_view field = "id");
 // The tasks of an acknowledgement or extension call: 1 to kMaxBatchTasks,
-// each id a task reference; errors name `field` or "<field>[i].id".
+// each id a task reference, each failure's retry delay in range; errors name
+// `field`, "<field>[i].id" or "<field>[i].retry_in_ms".
 Status ValidateLeaseRefs(const std::vector<AckRequest>& requests, const std::string& field);
 // A claim's arguments; errors name "queue", "max", "lease_ms", "wait_ms".
 Status ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait);
-// A failure's retry delay (field "retry_in_ms").
-Status ValidateRetryIn(std::optional<Duration> retry_in);
+// A failure's retry delay (errors name `field`).
+Status ValidateRetryIn(std::optional<Duration> retry_in, const std::string& field = "retry_in_ms");
 // A lock key (field "key") and a whole acquisition ("wait_ms", "lease_ms", "owner").
 Status ValidateLockKey(std::string_view key);
 Status ValidateLockRequest(std::string_view key, const LockRequest& request);

@@ -100,17 +100,16 @@ void WorkerPool::Work() {
       MutexLock lock(mu_);
       for (const Lease& l : leases) in_flight_.erase({l.id, l.token});
     }
+    // Successes and failures in one call (one commit), however many failed.
     std::vector<AckRequest> acks;
+    acks.reserve(leases.size());
     for (size_t i = 0; i < leases.size(); ++i) {
-      if (outcomes[i].ok()) {
-        acks.push_back({leases[i].id, leases[i].token});
-        continue;
+      AckRequest& a = acks.emplace_back(AckRequest{leases[i].id, leases[i].token});
+      if (!outcomes[i].ok()) {
+        const std::string& error = outcomes[i].message();
+        a.failure = AckFailure{error.empty() ? "failed" : error, std::nullopt};
       }
-      const std::string& error = outcomes[i].message();
-      Status s = engine_.Fail(leases[i].id, leases[i].token, error.empty() ? "failed" : error);
-      if (!s.ok()) spdlog::warn("queue {}: fail {}: {}", queue_, leases[i].id, s.ToString());
     }
-    if (acks.empty()) continue;
     Result<std::vector<Status>> acked = engine_.AckMany(acks);
     if (!acked.ok()) {
       spdlog::warn("queue {}: ack failed: {}", queue_, acked.status().ToString());
@@ -118,7 +117,8 @@ void WorkerPool::Work() {
     }
     for (size_t i = 0; i < acks.size(); ++i) {
       if (!(*acked)[i].ok()) {
-        spdlog::warn("queue {}: ack {}: {}", queue_, acks[i].id, (*acked)[i].ToString());
+        spdlog::warn("queue {}: {} {}: {}", queue_, acks[i].failure ? "fail" : "ack", acks[i].id,
+                     (*acked)[i].ToString());
       }
     }
   }

@@ -19,8 +19,9 @@ ApiResponse JsonResponse(int status, std::string body) {
   return r;
 }
 
-// Reads the optional array `acks` ([{id, token}]); the engine checks the
-// count and the ids.
+// Reads the optional array `acks`: [{id, token}] for successes, beside
+// [{id, token, error, retry_in_ms?}] for failures (an entry with `error`
+// fails its task). The engine checks the count, the ids and retry_in_ms.
 Status ReadAcks(ObjectReader& r, std::vector<AckRequest>& out) {
   const Json* acks = nullptr;
   CHRONOQ_RETURN_IF_ERROR(r.Array("acks", acks));
@@ -40,7 +41,16 @@ Status ReadAcks(ObjectReader& r, std::vector<AckRequest>& out) {
     CHRONOQ_RETURN_IF_ERROR(a.Required("id"));
     CHRONOQ_RETURN_IF_ERROR(a.String("id", id));
     CHRONOQ_RETURN_IF_ERROR(ReadToken(a, req.token));
+    std::optional<std::string> error;
+    std::optional<Duration> retry_in;
+    CHRONOQ_RETURN_IF_ERROR(a.String("error", error));
+    CHRONOQ_RETURN_IF_ERROR(a.Millis("retry_in_ms", retry_in));
     CHRONOQ_RETURN_IF_ERROR(a.Finish());
+    if (retry_in && !error) {
+      return Status::InvalidArgument(prefix + "retry_in_ms",
+                                     "only with error (a failure's retry delay)");
+    }
+    if (error) req.failure = AckFailure{std::move(*error), retry_in};
     req.id = std::move(*id);
     out.push_back(std::move(req));
   }
@@ -103,6 +113,11 @@ Result<std::string> PercentDecode(std::string_view text, std::string_view field,
     }
   }
   return out;
+}
+
+// A `{name}` segment of a route's pattern.
+bool IsParam(std::string_view segment) {
+  return segment.size() >= 2 && segment.front() == '{' && segment.back() == '}';
 }
 
 std::vector<std::string_view> SplitPath(std::string_view path) {
@@ -237,146 +252,194 @@ void Api::Handle(ApiRequest request, Respond respond) {
   });
 }
 
+// What an endpoint gets: its `{name}` segments decoded, in order; the query
+// string (still encoded); the body; where to answer.
+struct Api::Call {
+  const std::vector<std::string>& params;
+  std::string_view query;
+  const std::string& body;
+  const Respond& respond;
+};
+
+struct Api::Endpoint {
+  std::string_view method;
+  std::string_view pattern;
+  void (*run)(Api&, const Call&);
+  std::vector<std::string_view> segments;  // of the pattern, filled in once
+};
+
+// The route table: matched in this order, the first whose pattern and
+// method fit wins.
+const std::vector<Api::Endpoint>& Api::Endpoints() {
+  using C = const Call&;
+  static const std::vector<Endpoint> endpoints = [] {
+    std::vector<Endpoint> e = {
+        {"GET", "/healthz", [](Api& api, C c) { api.Health(c.respond); }, {}},
+        {"GET", "/metrics", [](Api& api, C c) { api.Metrics(c.respond); }, {}},
+        {"GET",
+         "/v1/version",
+         [](Api&, C c) { c.respond(JsonResponse(200, R"({"version":")" CHRONOQ_VERSION R"("})")); },
+         {}},
+        {"GET",
+         "/v1/openapi.yaml",
+         [](Api&, C c) {
+           ApiResponse r = JsonResponse(200, std::string(OpenApiYaml()));
+           r.content_type = "application/yaml";
+           c.respond(std::move(r));
+         },
+         {}},
+        // tasks
+        {"GET", "/v1/tasks", [](Api& api, C c) { api.ListTasks(c.query, c.respond); }, {}},
+        {"POST", "/v1/tasks", [](Api& api, C c) { api.CreateTask(c.body, c.respond); }, {}},
+        {"POST", "/v1/tasks/batch", [](Api& api, C c) { api.CreateBatch(c.body, c.respond); }, {}},
+        {"GET", "/v1/tasks/{id}", [](Api& api, C c) { api.GetTask(c.params[0], c.respond); }, {}},
+        {"DELETE",
+         "/v1/tasks/{id}",
+         [](Api& api, C c) { api.CancelTask(c.params[0], c.body, c.respond); },
+         {}},
+        {"PATCH",
+         "/v1/tasks/{id}",
+         [](Api& api, C c) { api.RescheduleTask(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/tasks/{id}/retry",
+         [](Api& api, C c) { api.RetryTask(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/tasks/{id}/ack",
+         [](Api& api, C c) { api.AckTask(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/tasks/{id}/fail",
+         [](Api& api, C c) { api.FailTask(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/tasks/{id}/extend",
+         [](Api& api, C c) { api.ExtendTask(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST", "/v1/acks", [](Api& api, C c) { api.AckMany(c.body, c.respond); }, {}},
+        // schedules
+        {"GET", "/v1/schedules", [](Api& api, C c) { api.ListSchedules(c.query, c.respond); }, {}},
+        {"POST", "/v1/schedules", [](Api& api, C c) { api.CreateSchedule(c.body, c.respond); }, {}},
+        {"GET",
+         "/v1/schedules/{name}",
+         [](Api& api, C c) { api.GetSchedule(c.params[0], c.respond); },
+         {}},
+        {"PUT",
+         "/v1/schedules/{name}",
+         [](Api& api, C c) { api.PutSchedule(c.params[0], c.body, c.respond); },
+         {}},
+        {"DELETE",
+         "/v1/schedules/{name}",
+         [](Api& api, C c) { api.DeleteSchedule(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/schedules/{name}/pause",
+         [](Api& api, C c) { api.PauseSchedule(c.params[0], true, c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/schedules/{name}/resume",
+         [](Api& api, C c) { api.PauseSchedule(c.params[0], false, c.body, c.respond); },
+         {}},
+        {"GET",
+         "/v1/schedules/{name}/next",
+         [](Api& api, C c) { api.NextOccurrences(c.params[0], c.query, c.respond); },
+         {}},
+        // locks
+        {"GET", "/v1/locks/{key}", [](Api& api, C c) { api.GetLock(c.params[0], c.respond); }, {}},
+        {"POST",
+         "/v1/locks/{key}/acquire",
+         [](Api& api, C c) { api.AcquireLock(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/locks/{key}/release",
+         [](Api& api, C c) { api.ReleaseLock(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/locks/{key}/extend",
+         [](Api& api, C c) { api.ExtendLock(c.params[0], c.body, c.respond); },
+         {}},
+        // queues
+        {"GET", "/v1/queues", [](Api& api, C c) { api.ListQueues(c.respond); }, {}},
+        {"GET",
+         "/v1/queues/{queue}",
+         [](Api& api, C c) { api.GetQueue(c.params[0], c.respond); },
+         {}},
+        {"PUT",
+         "/v1/queues/{queue}",
+         [](Api& api, C c) { api.ConfigureQueue(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/queues/{queue}/claim",
+         [](Api& api, C c) { api.Claim(c.params[0], c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/queues/{queue}/pause",
+         [](Api& api, C c) { api.PauseQueue(c.params[0], true, c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/queues/{queue}/resume",
+         [](Api& api, C c) { api.PauseQueue(c.params[0], false, c.body, c.respond); },
+         {}},
+    };
+    for (Endpoint& endpoint : e) endpoint.segments = SplitPath(endpoint.pattern);
+    return e;
+  }();
+  return endpoints;
+}
+
+std::vector<Route> Api::Routes() {
+  std::vector<Route> out;
+  for (const Endpoint& e : Endpoints()) out.push_back({e.method, e.pattern});
+  return out;
+}
+
 void Api::Dispatch(const ApiRequest& request, const Respond& respond) {
   const std::string_view target = request.target;
   const size_t q = target.find('?');
   const std::string_view path = target.substr(0, q);
   const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
-  const std::string& method = request.method;
   const std::vector<std::string_view> seg = SplitPath(path);
-
-  // Answers 405 unless the method is one of `allowed` ("GET, POST").
-  auto allows = [&](std::string_view allowed) {
-    size_t start = 0;
-    while (start < allowed.size()) {
-      size_t end = allowed.find(", ", start);
-      if (end == std::string_view::npos) end = allowed.size();
-      if (allowed.substr(start, end - start) == method) return true;
-      start = end + 2;
+  auto fits = [&](const Endpoint& e) {
+    if (e.segments.size() != seg.size()) return false;
+    for (size_t i = 0; i < seg.size(); ++i) {
+      if (!IsParam(e.segments[i]) && e.segments[i] != seg[i]) return false;
     }
-    ApiResponse r =
-        JsonResponse(405, ErrorBody("method_not_allowed",
-                                    Status(StatusCode::kInvalidArgument,
-                                           method + " is not allowed on " + std::string(path))));
-    r.allow = allowed;
-    respond(std::move(r));
-    return false;
+    return true;
   };
-  auto fail = [&](const Status& s) { respond(ErrorResponse(s)); };
+  std::string allow;  // the methods of the endpoints at this path, for a 405
+  for (const Endpoint& e : Endpoints()) {
+    if (!fits(e)) continue;
+    if (e.method != request.method) {
+      if (allow.find(e.method) == std::string::npos) {
+        if (!allow.empty()) allow += ", ";
+        allow += e.method;
+      }
+      continue;
+    }
+    std::vector<std::string> params;
+    for (size_t i = 0; i < seg.size(); ++i) {
+      if (!IsParam(e.segments[i])) continue;
+      const std::string_view name = e.segments[i].substr(1, e.segments[i].size() - 2);
+      Result<std::string> value = PercentDecode(seg[i], name, false);
+      if (!value.ok()) return respond(ErrorResponse(value.status()));
+      params.push_back(std::move(*value));
+    }
+    return e.run(*this, Call{params, query, request.body, respond});
+  }
+  if (allow.empty()) {
+    return respond(ErrorResponse(Status::NotFound("no endpoint at " + std::string(path))));
+  }
+  respond(MethodNotAllowed(request.method, path, std::move(allow)));
+}
 
-  if (seg.size() == 1 && seg[0] == "healthz") {
-    if (allows("GET")) Health(respond);
-    return;
-  }
-  if (seg.size() == 1 && seg[0] == "metrics") {
-    if (allows("GET")) Metrics(respond);
-    return;
-  }
-  if (seg.size() >= 2 && seg[0] == "v1") {
-    if (seg.size() == 2 && seg[1] == "version") {
-      if (allows("GET")) respond(JsonResponse(200, R"({"version":")" CHRONOQ_VERSION R"("})"));
-      return;
-    }
-    if (seg[1] == "tasks") {
-      if (seg.size() == 2) {
-        if (!allows("GET, POST")) return;
-        if (method == "POST") return CreateTask(request.body, respond);
-        return ListTasks(query, respond);
-      }
-      if (seg.size() == 3 && seg[2] == "batch" && method == "POST") {
-        return CreateBatch(request.body, respond);
-      }
-      Result<std::string> id = PercentDecode(seg[2], "id", false);
-      if (!id.ok()) return fail(id.status());
-      if (seg.size() == 3) {
-        if (!allows("GET, DELETE, PATCH")) return;
-        if (method == "GET") return GetTask(*id, respond);
-        if (method == "DELETE") return CancelTask(*id, request.body, respond);
-        return RescheduleTask(*id, request.body, respond);
-      }
-      if (seg.size() == 4) {
-        const std::string_view verb = seg[3];
-        if (verb == "retry" || verb == "ack" || verb == "fail" || verb == "extend") {
-          if (!allows("POST")) return;
-          if (verb == "retry") return RetryTask(*id, request.body, respond);
-          if (verb == "ack") return AckTask(*id, request.body, respond);
-          if (verb == "fail") return FailTask(*id, request.body, respond);
-          return ExtendTask(*id, request.body, respond);
-        }
-      }
-    }
-    if (seg[1] == "schedules") {
-      if (seg.size() == 2) {
-        if (!allows("GET, POST")) return;
-        if (method == "POST") return CreateSchedule(request.body, respond);
-        return ListSchedules(query, respond);
-      }
-      Result<std::string> name = PercentDecode(seg[2], "name", false);
-      if (!name.ok()) return fail(name.status());
-      if (seg.size() == 3) {
-        if (!allows("GET, PUT, DELETE")) return;
-        if (method == "GET") return GetSchedule(*name, respond);
-        if (method == "PUT") return PutSchedule(*name, request.body, respond);
-        return DeleteSchedule(*name, request.body, respond);
-      }
-      if (seg.size() == 4) {
-        const std::string_view verb = seg[3];
-        if (verb == "pause" || verb == "resume") {
-          if (allows("POST")) PauseSchedule(*name, verb == "pause", request.body, respond);
-          return;
-        }
-        if (verb == "next") {
-          if (allows("GET")) NextOccurrences(*name, query, respond);
-          return;
-        }
-      }
-    }
-    if (seg[1] == "locks" && seg.size() >= 3) {
-      Result<std::string> key = PercentDecode(seg[2], "key", false);
-      if (!key.ok()) return fail(key.status());
-      if (seg.size() == 3) {
-        if (allows("GET")) GetLock(*key, respond);
-        return;
-      }
-      if (seg.size() == 4) {
-        const std::string_view verb = seg[3];
-        if (verb == "acquire" || verb == "release" || verb == "extend") {
-          if (!allows("POST")) return;
-          if (verb == "acquire") return AcquireLock(*key, request.body, respond);
-          if (verb == "release") return ReleaseLock(*key, request.body, respond);
-          return ExtendLock(*key, request.body, respond);
-        }
-      }
-    }
-    if (seg.size() == 2 && seg[1] == "acks") {
-      if (allows("POST")) AckMany(request.body, respond);
-      return;
-    }
-    if (seg[1] == "queues") {
-      if (seg.size() == 2) {
-        if (allows("GET")) ListQueues(respond);
-        return;
-      }
-      Result<std::string> queue = PercentDecode(seg[2], "queue", false);
-      if (!queue.ok()) return fail(queue.status());
-      if (seg.size() == 3) {
-        if (allows("GET, PUT")) {
-          if (method == "GET") return GetQueue(*queue, respond);
-          return ConfigureQueue(*queue, request.body, respond);
-        }
-        return;
-      }
-      if (seg.size() == 4) {
-        const std::string_view verb = seg[3];
-        if (verb == "claim" || verb == "pause" || verb == "resume") {
-          if (!allows("POST")) return;
-          if (verb == "claim") return Claim(*queue, request.body, respond);
-          return PauseQueue(*queue, verb == "pause", request.body, respond);
-        }
-      }
-    }
-  }
-  respond(ErrorResponse(Status::NotFound("no endpoint at " + std::string(path))));
+ApiResponse MethodNotAllowed(std::string_view method, std::string_view path, std::string allow) {
+  ApiResponse r = JsonResponse(
+      405, ErrorBody("method_not_allowed",
+                     Status(StatusCode::kInvalidArgument,
+                            std::string(method) + " is not allowed on " + std::string(path))));
+  r.allow = std::move(allow);
+  return r;
 }
 
 // --- tasks -------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chronoq/engine.h"
 
@@ -65,8 +66,24 @@ class RequestHandler {
   virtual void Handle(ApiRequest request, Respond respond) = 0;
 };
 
+// One endpoint of the Api: a method and a path pattern, whose `{name}`
+// segments each match one percent-encoded path segment (handed to the
+// endpoint decoded; a bad encoding is a 400 naming `name`).
+struct Route {
+  std::string_view method;   // "GET", "POST", ...
+  std::string_view pattern;  // "/v1/tasks/{id}/ack"
+};
+
+// docs/openapi.yaml, as built into the binary (GET /v1/openapi.yaml).
+std::string_view OpenApiYaml();
+
 class Api final : public RequestHandler {
  public:
+  // Every endpoint the Api serves, in the order they are matched (a literal
+  // segment before a `{name}` at the same place). docs/openapi.yaml
+  // describes each of them and no other (tests/server/openapi_routes_test.cc).
+  static std::vector<Route> Routes();
+
   // `run_blocking` runs rare calls that block on a commit (queue settings,
   // schedules) off the I/O threads.
   // `on_webhook_queue` is told the queue of every task with a target that
@@ -79,6 +96,9 @@ class Api final : public RequestHandler {
   const ApiCounters& counters() const { return counters_; }
 
  private:
+  struct Call;
+  struct Endpoint;
+  static const std::vector<Endpoint>& Endpoints();
   void Dispatch(const ApiRequest& request, const Respond& respond);
   // One per endpoint; each answers through `respond` exactly once.
   void CreateTask(const std::string& body, const Respond& respond);
@@ -138,6 +158,8 @@ class Api final : public RequestHandler {
 int HttpStatusOf(const Status& status);
 std::string_view WireCodeOf(const Status& status);
 ApiResponse ErrorResponse(const Status& status);
+// 405 method_not_allowed for `method` on `path`, with Allow: `allow`.
+ApiResponse MethodNotAllowed(std::string_view method, std::string_view path, std::string allow);
 
 // A Done callback that answers with `write(body, value)` or the error.
 // The body is rendered later, off the engine's loop thread (ApiResponse::render).

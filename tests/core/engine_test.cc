@@ -1,6 +1,7 @@
 // Engine behaviour on a fake clock: the task life cycle, claims and leases,
 // conflicts, batches, the window, retention, recovery and bad input.
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -598,6 +599,59 @@ TEST_F(EngineTest, AckManyReportsPerTask) {
   EXPECT_EQ(engine_->AckMany({{"missing", 1}})->at(0).code(), StatusCode::kNotFound);
   (void)a;
   (void)b;
+}
+
+// A batch's outcomes in one call: successes and failures side by side, each
+// failure retrying (after its retry_after, or the backoff) or going dead.
+TEST_F(EngineTest, AckManyFailsTheTasksThatCarryAFailure) {
+  TaskSpec last;
+  last.queue = "q";
+  last.id = "last-attempt";
+  last.max_attempts = 1;
+  ASSERT_TRUE(engine_->Enqueue(last).ok());
+  const Task ok = Add(Duration::zero(), "ok");
+  const Task retried = Add(Duration::zero(), "retried");
+  auto l = engine_->Claim("q", 3, 30s);
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->size(), 3u);
+  std::map<std::string, uint64_t> token;
+  for (const Lease& lease : *l) token[lease.id] = lease.token;
+
+  auto res = engine_->AckMany({
+      {ok.id, token[ok.id]},
+      {retried.id, token[retried.id], "", AckFailure{"S3 said 503", 5s}},
+      {"last-attempt", token["last-attempt"], "", AckFailure{"gone", std::nullopt}},
+      // The same task again after its failure: its lease is gone.
+      {retried.id, token[retried.id]},
+  });
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  ASSERT_EQ(res->size(), 4u);
+  EXPECT_TRUE((*res)[0].ok());
+  EXPECT_TRUE((*res)[1].ok());
+  EXPECT_TRUE((*res)[2].ok());
+  EXPECT_EQ((*res)[3].code(), StatusCode::kFailedPrecondition);
+
+  EXPECT_EQ(StateOf(ok.id), TaskState::kSucceeded);
+  auto r = engine_->Get(retried.id);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->state, TaskState::kScheduled);
+  EXPECT_EQ(r->last_error, "S3 said 503");
+  EXPECT_EQ(r->run_at, clock_.Now() + 5s);
+  auto dead = engine_->Get("last-attempt");
+  ASSERT_TRUE(dead.ok());
+  EXPECT_EQ(dead->state, TaskState::kDead);
+  EXPECT_EQ(dead->last_error, "gone");
+
+  // A bad retry delay refuses the whole call, naming the entry.
+  Status bad = engine_->AckMany({{ok.id, 1}, {retried.id, 1, "", AckFailure{"x", -1s}}}).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.field(), "acks[1].retry_in_ms");
+  clock_.Advance(5s);
+  auto again = engine_->Claim("q", 5, 30s);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ(again->front().id, retried.id);
+  EXPECT_EQ(again->front().attempt, 2);
 }
 
 // The errors a caller must tell from others of their code carry a reason

@@ -254,6 +254,63 @@ TEST_F(ApiTest, AcksReportsPerTask) {
               "acks[0].token");
 }
 
+// Failures ride beside successes: {id, token, error, retry_in_ms?}.
+TEST_F(ApiTest, AcksCarryFailures) {
+  const Task a = Add();
+  const Task b = Add();
+  const Task c = Add();
+  json leases = Json(Call("POST", "/v1/queues/q/claim", R"({"max":3})"))["tasks"];
+  ASSERT_EQ(leases.size(), 3u);
+  const uint64_t token = leases[0]["token"];
+  ApiResponse r =
+      Call("POST", "/v1/acks",
+           json({{"acks",
+                  {{{"id", a.id}, {"token", token}},
+                   {{"id", b.id}, {"token", token}, {"error", "disk full"}},
+                   {{"id", c.id}, {"token", token}, {"error", "later"}, {"retry_in_ms", 60000}}}}})
+               .dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json(r)["results"],
+            json::parse(R"([{"id":")" + a.id + R"(","ok":true},{"id":")" + b.id +
+                        R"(","ok":true},{"id":")" + c.id + R"(","ok":true}])"));
+  EXPECT_EQ(StateOf(a.id), TaskState::kSucceeded);
+  EXPECT_EQ(StateOf(b.id), TaskState::kScheduled);
+  json failed = Json(Call("GET", "/v1/tasks/" + c.id));
+  EXPECT_EQ(failed["last_error"], "later");
+  EXPECT_EQ(failed["attempt"], 1);
+
+  // On a claim too; the failed task is not handed out again before its delay.
+  clock_.Advance(1h);
+  json claim = Json(Call("POST", "/v1/queues/q/claim", R"({"max":5})"));
+  ASSERT_EQ(claim["tasks"].size(), 2u);
+  const json& first = claim["tasks"][0];
+  json second = Json(
+      Call("POST", "/v1/queues/q/claim",
+           json({{"max", 5},
+                 {"acks", {{{"id", first["id"]}, {"token", first["token"]}, {"error", "again"}}}}})
+               .dump()));
+  EXPECT_EQ(second["acks"], json::parse(R"([{"id":)" + first["id"].dump() + R"(,"ok":true}])"));
+  EXPECT_EQ(Json(Call("GET", "/v1/tasks/" + first["id"].get<std::string>()))["last_error"],
+            "again");
+
+  const Task d = Add();
+  const uint64_t d_token = Json(Call("POST", "/v1/queues/q/claim", "{}"))["tasks"][0]["token"];
+  const std::vector<ErrorCase> cases = {
+      {"POST", "/v1/acks",
+       json({{"acks", {{{"id", d.id}, {"token", d_token}, {"error", 5}}}}}).dump(), 400,
+       "invalid_argument", "acks[0].error"},
+      {"POST", "/v1/acks",
+       json({{"acks", {{{"id", d.id}, {"token", d_token}, {"retry_in_ms", 5}}}}}).dump(), 400,
+       "invalid_argument", "acks[0].retry_in_ms"},
+      {"POST", "/v1/acks",
+       json({{"acks", {{{"id", d.id}, {"token", d_token}, {"error", "x"}, {"retry_in_ms", -1}}}}})
+           .dump(),
+       400, "invalid_argument", "acks[0].retry_in_ms"},
+  };
+  ExpectErrors(cases);
+  EXPECT_EQ(StateOf(d.id), TaskState::kRunning);
+}
+
 TEST_F(ApiTest, LongPollClaimIsAnsweredWhenATaskArrives) {
   auto pending = Start("POST", "/v1/queues/q/claim", R"({"wait_ms":20000})");
   clock_.AwaitWaiter(clock_.Now() + 20s);
