@@ -1,0 +1,29 @@
+"""The worker `python -m chronoq worker worker_app:make_worker` runs in
+test_worker.py's SIGTERM test. Its handler writes ``started`` in
+``$APP_DIR`` and then waits (with a deadline) until the test writes
+``release``."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from chronoq import Client, Lease, Worker
+
+
+def make_worker() -> Worker:
+    app_dir = Path(os.environ["APP_DIR"])
+    worker = Worker(Client(timeout=10), concurrency=1, wait=1000, lease=2000)
+
+    @worker.handler(os.environ["APP_QUEUE"])
+    def handle(task: Lease) -> None:
+        (app_dir / f"started-{task.id}").write_text(str(task.token))
+        deadline = time.monotonic() + 60
+        while not (app_dir / "release").exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the test never wrote release")
+            time.sleep(0.01)
+        (app_dir / f"done-{task.id}").write_text("ok")
+
+    return worker
