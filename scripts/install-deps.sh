@@ -12,7 +12,7 @@ packages=(
   # (scripts/pg-cluster.sh starts throwaway clusters).
   libpq-dev postgresql
   # The Python client and the OpenAPI spec test (clients/python, tests/openapi).
-  python3 python3-pytest python3-jsonschema python3-yaml mypy
+  python3 python3-pytest python3-jsonschema python3-yaml mypy python3-django
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.
 if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi
