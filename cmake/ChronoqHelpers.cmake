@@ -58,14 +58,6 @@ function(chronoq_add_test)
   add_executable(${T_NAME} ${T_SRCS})
   target_link_libraries(${T_NAME} PRIVATE chronoq_testing ${T_DEPS}
     ${_main} chronoq_warnings chronoq_sanitizers)
-  # GoogleTest, GoogleMock and nlohmann/json parsed once per test program
-  # rather than once per file: most of a test file's compile time under
-  # ASan+UBSan that is not its own code.
-  list(LENGTH T_SRCS _files)
-  if(_files GREATER 1)
-    target_precompile_headers(${T_NAME} PRIVATE <gmock/gmock.h> <gtest/gtest.h>
-      <nlohmann/json.hpp>)
-  endif()
   # GCC 12 at -O2 and above reports std::string concatenations in test code
   # as overlapping memcpys (-Wrestrict, GCC bug 105329) and aggregates in
   # initializer lists as maybe uninitialized: false positives, in optimised
