@@ -37,8 +37,12 @@ demo: release-config
 	./build/release/examples/chronoq-demo --data ./data/demo
 
 # The CI configuration: Debug, ASan+UBSan, warnings as errors, every test.
+# Built with clang: at -O0 with the sanitizers it compiles this tree in 60% of
+# GCC's time (8 against 13 minutes on 2 cores, docs/TESTING.md), and the tests
+# run faster too; Release builds keep the default compiler (GCC).
+ASAN_COMPILERS := -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
 asan: deps
-	cmake -S . -B build/asan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=Debug \
+	cmake -S . -B build/asan $(CMAKE_COMMON) $(ASAN_COMPILERS) -DCMAKE_BUILD_TYPE=Debug \
 	  -DCHRONOQ_SANITIZE="address;undefined" -DCHRONOQ_WERROR=ON
 	cmake --build build/asan -j $(JOBS)
 

@@ -5,6 +5,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  # clang builds the ASan+UBSan configuration `make test` runs (the Makefile
+  # says why); its sanitizer runtimes are a package of their own.
+  clang libclang-rt-14-dev
   libsqlite3-dev nlohmann-json3-dev libhowardhinnant-date-dev tzdata
   libspdlog-dev libfmt-dev libcli11-dev libboost-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
