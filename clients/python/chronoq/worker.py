@@ -89,8 +89,12 @@ class _Registration:
     batch: bool
     max: int
     concurrency: int
+    #: tasks (batches) claimed and not finished, at most concurrency + prefetch
+    limit: int
     lease_ms: int
     wait_ms: int
+    #: notified when ``running`` drops (the queue's claiming thread waits on it)
+    room: threading.Condition
     running: int = 0
     work: "queue_mod.Queue[Optional[List[Lease]]]" = field(default_factory=queue_mod.Queue)
     threads: List[threading.Thread] = field(default_factory=list)
@@ -124,15 +128,26 @@ class Worker:
             handler runs, its lease is extended every third of it.
         wait: how long a claim waits for a task (a long poll; default 5 s).
             A stop waits for the claim in flight, so it takes up to this long.
+        prefetch: tasks a claim may take beyond the free handler threads,
+            to wait here for one (default: 4 x ``concurrency``, as Celery's
+            prefetch multiplier). Each claim is a round trip, so short tasks
+            run faster with more (no-op tasks, 2 processes of 8 threads:
+            about 16,600 tasks/s with the default, 38,600 with 256;
+            docs/BENCHMARKS.md); long ones share out better among workers
+            with less. Their
+            leases are extended from the claim on; a stop runs them before
+            it ends. ``0`` claims only what the free threads can start.
         ack_linger: seconds an outcome waits for a claim to ride on before
             it is sent alone to ``POST /v1/acks`` (default 5 ms: a key's next
             task is handed out only once the previous one is acknowledged).
         traceback_lines: how many last lines of a handler's traceback become
             the task's ``last_error``.
 
-    Each queue has one claiming thread, which claims only as many tasks as
-    it has free handler threads (so a key's tasks run in order), with the
-    outcomes of finished tasks riding on the claim (``acks``). Outcomes that
+    Each queue has one claiming thread, which claims as many tasks as it has
+    free handler threads plus ``prefetch``, with the outcomes of finished
+    tasks riding on the claim (``acks``). A key's tasks still run in order:
+    chronoqd hands out a key's next task only once the one before is
+    acknowledged. Outcomes that
     find no claim about to be sent go together in one ``POST /v1/acks``.
     Failures ride the same way (``{id, token, error, retry_in_ms?}``); against
     a chronoqd too old to take them the worker notices the 400 and sends them
@@ -148,13 +163,17 @@ class Worker:
         concurrency: int = 1,
         lease: Duration = 30000,
         wait: Duration = 5000,
+        prefetch: Optional[int] = None,
         ack_linger: float = 0.005,
         traceback_lines: int = 12,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if prefetch is not None and prefetch < 0:
+            raise ValueError("prefetch must not be negative")
         self.client = client
         self.concurrency = concurrency
+        self.prefetch = prefetch
         self.lease_ms = to_millis(lease, "lease")
         self.wait_ms = to_millis(wait, "wait")
         self.ack_linger = ack_linger
@@ -164,7 +183,16 @@ class Worker:
         self.failures_in_acks: Optional[bool] = None
         self.error: Optional[BaseException] = None
         self._regs: Dict[str, _Registration] = {}
-        self._cond = threading.Condition(threading.RLock())
+        # One lock and a condition per waiting thread, so that a finished task
+        # wakes only the threads with something to do: its queue's claiming
+        # thread (_Registration.room), the flusher (outcomes to send), the
+        # extender (a lease due sooner than it planned to wake). The lock is
+        # reentrant: a signal handler that interrupts the main thread while it
+        # holds it gets it too.
+        self._lock = threading.RLock()
+        self._outcomes_cv = threading.Condition(self._lock)
+        self._extend_cv = threading.Condition(self._lock)
+        self._extend_at = float("inf")
         self._stats_lock = threading.Lock()
         self._pending: List[AckItem] = []
         self._tracked: Dict[Tuple[str, int], _Tracked] = {}
@@ -270,14 +298,17 @@ class Worker:
         n = concurrency if concurrency is not None else (1 if batch else self.concurrency)
         if n < 1:
             raise ValueError("concurrency must be at least 1")
+        prefetch = 0 if batch else (self.prefetch if self.prefetch is not None else 4 * n)
         self._regs[queue] = _Registration(
             queue=queue,
             fn=fn,
             batch=batch,
             max=max,
             concurrency=n,
+            limit=n + prefetch,
             lease_ms=to_millis(lease, "lease") if lease is not None else self.lease_ms,
             wait_ms=to_millis(wait, "wait") if wait is not None else self.wait_ms,
+            room=threading.Condition(self._lock),
         )
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -321,10 +352,9 @@ class Worker:
         waiting in chronoqd returns within ``wait`` and its tasks are run."""
         self._stopping = True
         self._stop_event.set()
-        # The condition's lock is reentrant: a signal handler that interrupts
-        # the main thread while it holds it gets it too.
-        with self._cond:
-            self._cond.notify_all()
+        with self._lock:
+            for reg in self._regs.values():
+                reg.room.notify_all()
 
     @property
     def stopping(self) -> bool:
@@ -380,9 +410,10 @@ class Worker:
             for t in reg.threads:
                 while t.is_alive() and self._signals < 2:
                     t.join(0.1)
-        with self._cond:
+        with self._lock:
             self._flusher_stop = True
-            self._cond.notify_all()
+            self._outcomes_cv.notify_all()
+            self._extend_cv.notify_all()
         for t in self._threads:
             if t.name == "chronoq-acks":
                 t.join()
@@ -404,9 +435,9 @@ class Worker:
         return items
 
     def _put_back(self, items: Sequence[AckItem]) -> None:
-        with self._cond:
+        with self._lock:
             self._pending[:0] = list(items)
-            self._cond.notify_all()
+            self._outcomes_cv.notify()
 
     def _refuses_failures(self, e: ChronoqError, items: Sequence[AckItem]) -> bool:
         """Whether ``e`` is an older chronoqd refusing failures in acks."""
@@ -426,20 +457,28 @@ class Worker:
 
     def _claim_loop(self, reg: _Registration) -> None:
         backoff = 1.0
+        # A claim long-polls only while a handler thread is free; one made
+        # only to prefetch does not wait, so that a stop never finds a claim
+        # waiting in chronoqd for tasks no thread could start. When such a
+        # claim comes back empty, the next waits for a thread to free up.
+        drained = False
         while True:
-            with self._cond:
-                while not self._stopping and reg.running >= reg.concurrency:
-                    self._cond.wait()
+            with self._lock:
+                while not self._stopping and (
+                    reg.running >= reg.limit or (drained and reg.running >= reg.concurrency)
+                ):
+                    reg.room.wait()
                 if self._stopping:
                     return
-                free = reg.concurrency - reg.running
+                room = reg.limit - reg.running
+                wait_ms = reg.wait_ms if reg.running < reg.concurrency else 0
                 acks = self._take_pending()
             try:
                 answer = self.client.claim(
                     reg.queue,
-                    max=reg.max if reg.batch else free,
+                    max=reg.max if reg.batch else room,
                     lease=reg.lease_ms,
-                    wait=reg.wait_ms,
+                    wait=wait_ms,
                     acks=acks or None,
                 )
             except InvalidArgument as e:
@@ -463,15 +502,16 @@ class Worker:
             if acks:
                 self._count("ack_requests")
                 self._check_results(acks, answer.acks)
+            drained = wait_ms == 0 and not answer.tasks
             if not answer.tasks:
                 continue
             self._count("claimed", len(answer.tasks))
-            with self._cond:
-                now = time.monotonic()
+            with self._lock:
+                next_at = time.monotonic() + reg.lease_ms / 3000.0
                 for lease in answer.tasks:
-                    self._tracked[(lease.id, lease.token)] = _Tracked(
-                        lease, reg.lease_ms, now + reg.lease_ms / 3000.0
-                    )
+                    self._tracked[(lease.id, lease.token)] = _Tracked(lease, reg.lease_ms, next_at)
+                if next_at < self._extend_at:
+                    self._extend_cv.notify()
                 if reg.batch:
                     reg.running += 1
                     reg.work.put(list(answer.tasks))
@@ -479,7 +519,6 @@ class Worker:
                     reg.running += len(answer.tasks)
                     for lease in answer.tasks:
                         reg.work.put([lease])
-                self._cond.notify_all()
 
     def _check_results(self, items: Sequence[AckItem], results: Sequence[AckResult]) -> None:
         for item, result in zip(items, results):
@@ -505,12 +544,14 @@ class Worker:
             try:
                 items = self._run(reg, leases)
             finally:
-                with self._cond:
+                with self._lock:
                     for lease in leases:
                         self._tracked.pop((lease.id, lease.token), None)
+                    if items and not self._pending:
+                        self._outcomes_cv.notify()
                     self._pending.extend(items)
                     reg.running -= 1
-                    self._cond.notify_all()
+                    reg.room.notify()
 
     def _failure(self, lease: Lease, exc: BaseException) -> AckItem:
         delay = exc.delay if isinstance(exc, RetryLater) else None
@@ -601,9 +642,9 @@ class Worker:
     def _flush_loop(self) -> None:
         backoff = 1.0
         while True:
-            with self._cond:
+            with self._lock:
                 while not self._pending and not self._flusher_stop:
-                    self._cond.wait()
+                    self._outcomes_cv.wait()
                 if self._flusher_stop:
                     return
                 # Give a claim about to be sent the chance to carry them.
@@ -612,7 +653,7 @@ class Worker:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
-                    self._cond.wait(left)
+                    self._outcomes_cv.wait(left)
                 if self._flusher_stop:
                     return
                 items, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
@@ -625,16 +666,16 @@ class Worker:
                 self._put_back(items)
                 log.warning("could not send %d outcomes (retrying in %.0f s): %s",
                             len(items), backoff, e)
-                with self._cond:
+                with self._lock:
                     if not self._flusher_stop:
-                        self._cond.wait(backoff)
+                        self._outcomes_cv.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
 
     def _final_flush(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         delay = 0.2
         while True:
-            with self._cond:
+            with self._lock:
                 items, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             if not items:
                 return
@@ -654,18 +695,20 @@ class Worker:
 
     def _extend_loop(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 if self._flusher_stop:
                     return
                 now = time.monotonic()
                 due = [t for t in self._tracked.values() if t.next_at <= now]
                 if not due:
                     soonest = min((t.next_at for t in self._tracked.values()), default=now + 1.0)
-                    self._cond.wait(max(soonest - now, 0.001))
+                    self._extend_at = soonest
+                    self._extend_cv.wait(max(soonest - now, 0.001))
+                    self._extend_at = float("inf")
                     continue
             for t in due:
                 key = (t.lease.id, t.lease.token)
-                with self._cond:
+                with self._lock:
                     if key not in self._tracked:
                         continue
                 try:
@@ -676,7 +719,7 @@ class Worker:
                     self._count("leases_lost")
                     log.warning("task %s: lease lost, it may run elsewhere too: %s",
                                 t.lease.id, e)
-                    with self._cond:
+                    with self._lock:
                         self._tracked.pop(key, None)
                 except ChronoqError as e:
                     log.warning("task %s: could not extend its lease (will retry): %s",

@@ -156,6 +156,32 @@ def test_per_key_order_under_8_threads(client: Client, q: str, started: List[Wor
     wait_for(lambda: w.stats.succeeded == keys * per_key, "every ack to be reported")
 
 
+@pytest.mark.parametrize("prefetch", [0, 3])
+def test_prefetch_claims_beyond_the_free_threads(
+    client: Client, q: str, started: List[Worker], prefetch: int
+) -> None:
+    release = threading.Event()
+    ran: List[int] = []
+    w = Worker(client, concurrency=1, prefetch=prefetch, wait=1000)
+
+    @w.handler(q)
+    def handle(task: Lease) -> None:
+        assert release.wait(30), "the test never released the handlers"
+        ran.append(task.payload)
+
+    from chronoq import TaskSpec
+
+    client.enqueue_many(TaskSpec(q, i) for i in range(6))
+    start(w, started)
+    # One task runs, `prefetch` more are claimed (leased) and wait for the thread.
+    wait_for(lambda: w.stats.claimed == 1 + prefetch, f"{1 + prefetch} tasks to be claimed")
+    assert len(list(client.list(queue=q, state="running"))) == 1 + prefetch
+    assert len(list(client.list(queue=q, state="scheduled"))) == 5 - prefetch
+    release.set()
+    wait_for(lambda: w.stats.succeeded == 6, "every task to run and be acknowledged")
+    assert sorted(ran) == list(range(6))
+
+
 def test_batch_handler_partial_success(client: Client, q: str, started: List[Worker]) -> None:
     batches: List[int] = []
     w = Worker(client, wait=1000)
