@@ -52,6 +52,7 @@ from .models import (
     Schedule,
     Target,
     Task,
+    TaskList,
     TaskSpec,
     Time,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "StoreUnavailable",
     "Target",
     "Task",
+    "TaskList",
     "TaskSpec",
     "Time",
     "UNSET",

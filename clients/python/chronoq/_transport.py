@@ -31,7 +31,10 @@ class Request:
     was sent in full and its answer was lost, even though its method is POST:
     a create with a client id, anything done with a token, a claim. GET, PUT,
     PATCH and DELETE are always resent. ``accept`` lists error statuses that
-    are answers to return rather than errors to raise or move on from.
+    are answers to return rather than errors to raise or move on from. A
+    ``body`` of ``bytes`` is JSON already encoded; anything else is encoded.
+    With ``raw_answer``, a 2xx answer's body is returned as it came (bytes),
+    for the caller to decode when it needs it.
     """
 
     method: str
@@ -41,6 +44,7 @@ class Request:
     extra_timeout: float = 0.0
     accept: Tuple[int, ...] = ()
     has_body: bool = field(default=False)
+    raw_answer: bool = False
 
     @property
     def safe_to_resend(self) -> bool:
@@ -206,7 +210,9 @@ class Transport:
         was sent to).
         """
         body = None
-        if req.has_body or req.body is not None:
+        if isinstance(req.body, bytes):
+            body = req.body
+        elif req.has_body or req.body is not None:
             body = json.dumps(req.body, separators=(",", ":"), ensure_ascii=False).encode()
         with self._lock:
             start = self._current
@@ -232,6 +238,10 @@ class Transport:
                     "it may or may not have been done (not resent: it is not safe to resend)",
                     node=node.url,
                 ) from None
+            if req.raw_answer and 200 <= status < 300:
+                with self._lock:
+                    self._current = index
+                return Answer(status, data, node.url)
             answer = self._decode(status, data, node.url)
             if status == 503 and status not in req.accept:
                 err = error_from_json(_error_of(answer.body), status, node.url)

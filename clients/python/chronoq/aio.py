@@ -48,6 +48,7 @@ from .models import (
     Schedule,
     Target,
     Task,
+    TaskList,
     TaskSpec,
     Time,
 )
@@ -119,7 +120,7 @@ class AsyncClient:
 
     async def enqueue_many(
         self, tasks: Iterable[Union[TaskSpec, Mapping[str, Any]]], *, batch_size: int = 10_000
-    ) -> List[Task]:
+    ) -> TaskList:
         """:meth:`chronoq.Client.enqueue_many`."""
         return await self._run(self.sync.enqueue_many, list(tasks), batch_size=batch_size)
 

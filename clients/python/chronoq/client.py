@@ -42,6 +42,7 @@ from .models import (
     Schedule,
     Target,
     Task,
+    TaskList,
     TaskSpec,
     Time,
     ack_item,
@@ -63,6 +64,8 @@ class _Unset(enum.Enum):
 #: ``null``: back to the default).
 UNSET = _Unset.UNSET
 
+# Compact, and made once: json.dumps would make an encoder per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _BATCH_FIELD = re.compile(r"^tasks\[(\d+)\]")
 
 
@@ -248,8 +251,10 @@ class Client:
         tasks: Iterable[Union[TaskSpec, Mapping[str, Any]]],
         *,
         batch_size: int = MAX_BATCH,
-    ) -> List[Task]:
-        """Enqueues many tasks (``POST /v1/tasks/batch``) and returns them.
+    ) -> TaskList:
+        """Enqueues many tasks (``POST /v1/tasks/batch``) and returns them
+        (a :class:`~chronoq.TaskList`: each made a :class:`~chronoq.Task`
+        when first read).
 
         Each request holds up to ``batch_size`` (at most 10,000) tasks and
         stays under chronoqd's 1 MiB body limit; a request is stored whole or
@@ -262,28 +267,35 @@ class Client:
         """
         if not 1 <= batch_size <= MAX_BATCH:
             raise ValueError(f"batch_size must be between 1 and {MAX_BATCH}")
-        stored: List[Task] = []
-        batch: List[Dict[str, Any]] = []
-        batch_bytes = 0
+        stored = TaskList()
+        bodies: List[Dict[str, Any]] = []
         first_index = 0
-        index = 0
         for item in tasks:
-            body = item.to_json() if isinstance(item, TaskSpec) else dict(item)
-            size = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()) + 1
-            if batch and (len(batch) >= batch_size or batch_bytes + size > MAX_BODY - 64):
-                self._enqueue_batch(batch, first_index, stored)
-                batch, batch_bytes, first_index = [], 0, index
-            batch.append(body)
-            batch_bytes += size
-            index += 1
-        if batch:
-            self._enqueue_batch(batch, first_index, stored)
+            body = item.to_json() if isinstance(item, TaskSpec) else item
+            bodies.append(body if isinstance(body, dict) else dict(body))
+            if len(bodies) == batch_size:
+                self._enqueue_batch(bodies, first_index, stored)
+                first_index += len(bodies)
+                bodies = []
+        if bodies:
+            self._enqueue_batch(bodies, first_index, stored)
         return stored
 
-    def _enqueue_batch(self, batch: List[Dict[str, Any]], offset: int, stored: List[Task]) -> None:
-        resend = all(isinstance(t.get("id"), str) for t in batch)
+    def _enqueue_batch(self, bodies: List[Dict[str, Any]], offset: int, stored: TaskList) -> None:
+        """Sends ``bodies`` in one request, or, past chronoqd's body limit, in
+        halves (recursively); ``offset`` is the index of the first in the
+        caller's list, for errors."""
+        data = _ENCODER.encode({"tasks": bodies}).encode()
+        if len(data) > MAX_BODY and len(bodies) > 1:
+            half = len(bodies) // 2
+            self._enqueue_batch(bodies[:half], offset, stored)
+            self._enqueue_batch(bodies[half:], offset + half, stored)
+            return
+        resend = all(isinstance(t.get("id"), str) for t in bodies)
         try:
-            answer = self._call("POST", "/v1/tasks/batch", {"tasks": batch}, resend=resend)
+            answer = self._send(
+                Request("POST", "/v1/tasks/batch", data, resend, raw_answer=True)
+            )
         except ChronoqError as e:
             if offset:
 
@@ -296,10 +308,7 @@ class Client:
                 e.args = (e.message,)
             e.stored = list(stored)
             raise
-        tasks = answer.get("tasks") if isinstance(answer, dict) else None
-        if not isinstance(tasks, list):
-            raise InternalError(f"batch answer without tasks: {answer!r}", code="bad_response")
-        stored.extend(Task.from_json(t) for t in tasks)
+        stored._add_answer(answer.body, len(bodies))
 
     def get(self, id: str) -> Task:
         """Returns the task ``id`` (``GET /v1/tasks/{id}``); raises

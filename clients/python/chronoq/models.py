@@ -7,10 +7,24 @@ timezone-aware :class:`datetime.datetime` objects in UTC.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import json
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import (
+    Any,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+    overload,
+)
 
 from .errors import ChronoqError, InternalError, error_from_json
 
@@ -51,6 +65,11 @@ def format_time(value: Time, name: str) -> Union[str, int]:
     raise TypeError(f"{name}: expected a datetime, an RFC 3339 string or epoch ms")
 
 
+#: Whether datetime.fromisoformat reads RFC 3339 as chronoqd writes it
+#: ("Z", any number of fractional digits): Python 3.11 and later.
+_FROMISOFORMAT_TAKES_RFC3339 = sys.version_info >= (3, 11)
+
+
 def parse_time(value: Any) -> Optional[datetime]:
     """Parses an RFC 3339 time of an answer (``None`` stays ``None``)."""
     if value is None:
@@ -59,6 +78,12 @@ def parse_time(value: Any) -> Optional[datetime]:
         return datetime.fromtimestamp(value / 1000, tz=timezone.utc)
     if not isinstance(value, str):
         raise InternalError(f"not a time: {value!r}", code="bad_response")
+    if _FROMISOFORMAT_TAKES_RFC3339 and value.endswith("Z"):
+        # The fast path (Python >= 3.11), for chronoqd's own "...123Z".
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
@@ -187,6 +212,87 @@ class Task:
     def from_json(cls, value: Any) -> "Task":
         """Builds a task from its JSON object."""
         return cls(**cls._fields_from_json(value))
+
+
+class TaskList(Sequence[Task]):
+    """Tasks as chronoqd answered a batch of enqueues
+    (:meth:`chronoq.Client.enqueue_many`). An answer is decoded when one of
+    its tasks is first read, and a task made a :class:`Task` then: a batch of
+    100,000 does not pay for 100,000 objects nobody reads (decoding them took
+    longer than chronoqd took to store them). ``ids`` lists their ids. An
+    answer that is not what chronoqd sends raises
+    :class:`~chronoq.InternalError` when it is read.
+    """
+
+    __slots__ = ("_chunks", "_starts", "_built")
+
+    def __init__(self) -> None:
+        # Per answer: its body (bytes until decoded, then its tasks) and its
+        # number of tasks; _starts[i] is the index of chunk i's first task.
+        self._chunks: List[List[Any]] = []
+        self._starts: List[int] = [0]
+        self._built: Dict[int, Task] = {}
+
+    def _add_answer(self, body: bytes, count: int) -> None:
+        """Adds the body of a ``POST /v1/tasks/batch`` answer for ``count`` tasks."""
+        self._chunks.append([body, count])
+        self._starts.append(self._starts[-1] + count)
+
+    def _raw(self, chunk: int) -> List[Dict[str, Any]]:
+        body, count = self._chunks[chunk]
+        if isinstance(body, (bytes, bytearray)):
+            try:
+                tasks = json.loads(body).get("tasks")
+            except (ValueError, AttributeError):
+                tasks = None
+            if not isinstance(tasks, list) or len(tasks) != count:
+                raise InternalError(
+                    f"a batch answer without its {count} tasks: {bytes(body[:200])!r}",
+                    code="bad_response",
+                )
+            for o in tasks:
+                if not isinstance(o, dict) or not isinstance(o.get("id"), str):
+                    raise InternalError(f"task without id: {o!r}", code="bad_response")
+            self._chunks[chunk][0] = body = tasks
+        return body  # type: ignore[no-any-return]
+
+    @property
+    def ids(self) -> List[str]:
+        """The tasks' ids, in order."""
+        return [o["id"] for chunk in range(len(self._chunks)) for o in self._raw(chunk)]
+
+    def __len__(self) -> int:
+        return self._starts[-1]
+
+    @overload
+    def __getitem__(self, index: int) -> Task: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> List[Task]: ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[Task, List[Task]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("TaskList index out of range")
+        task = self._built.get(index)
+        if task is None:
+            chunk = bisect.bisect_right(self._starts, index) - 1
+            raw = self._raw(chunk)[index - self._starts[chunk]]
+            task = self._built[index] = Task.from_json(raw)
+        return task
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (TaskList, list)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TaskList({len(self)} tasks)"
 
 
 @dataclass(frozen=True)

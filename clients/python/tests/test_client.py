@@ -88,6 +88,14 @@ def test_enqueue_many_splits_past_10000(client: Client, q: str) -> None:
     assert client.get_queue(q).counts["scheduled"] == 10_001
 
 
+def test_enqueue_many_splits_a_batch_past_the_body_limit(client: Client, q: str) -> None:
+    big = "x" * 100_000  # 12 tasks: about 1.2 MB, over chronoqd's 1 MiB in one request
+    stored = client.enqueue_many(TaskSpec(q, {"n": i, "pad": big}, delay=60000) for i in range(12))
+    assert [t.payload["n"] for t in stored] == list(range(12))
+    assert stored.ids == [t.id for t in stored]
+    assert client.get_queue(q).counts["scheduled"] == 12
+
+
 def test_enqueue_many_error_names_the_global_index(client: Client, q: str) -> None:
     specs: List[TaskSpec] = [TaskSpec(q, i) for i in range(15)]
     specs.append(TaskSpec(q, 15, run_at="not a time"))

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from chronoq import AckItem, Client, Lease, Worker, error_text
+from chronoq import AckItem, Client, InternalError, Lease, TaskList, Worker, error_text
 from chronoq.models import format_time, parse_time, to_millis
 
 
@@ -74,3 +74,22 @@ def test_registration_rules() -> None:
         w.register_batch("b", lambda ts: None, max=10_001)
     with pytest.raises(RuntimeError):
         Worker(Client("http://127.0.0.1:9")).start()
+
+
+def test_task_list_decodes_an_answer_when_first_read() -> None:
+    tasks = TaskList()
+    tasks._add_answer(b'{"tasks":[{"id":"a","queue":"q","payload":1},{"id":"b","queue":"q"}]}', 2)
+    tasks._add_answer(b'{"tasks":[{"id":"c","queue":"q","payload":3}]}', 1)
+    tasks._add_answer(b'not json', 1)
+    assert len(tasks) == 4 and repr(tasks) == "TaskList(4 tasks)"
+    assert tasks[0].id == "a" and tasks[0].payload == 1 and tasks[2].id == "c"
+    assert [t.id for t in tasks[0:3]] == ["a", "b", "c"] and tasks[-2].payload == 3
+    assert tasks[1] is tasks[1], "a task is made once"
+    with pytest.raises(InternalError, match="without its 1 tasks"):
+        tasks[3]
+    with pytest.raises(IndexError):
+        tasks[4]
+    short = TaskList()
+    short._add_answer(b'{"tasks":[{"id":"a","queue":"q"}]}', 2)
+    with pytest.raises(InternalError):
+        short.ids
