@@ -16,6 +16,8 @@ packages=(
   libpq-dev postgresql
   # The Python client and the OpenAPI spec test (clients/python, tests/openapi).
   python3 python3-pytest python3-jsonschema python3-yaml mypy python3-django
+  # `pip install ./clients/python` offline (its test installs it into a temporary directory).
+  python3-pip python3-setuptools
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.
 if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi
