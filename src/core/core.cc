@@ -302,9 +302,8 @@ void Core::NotePurge(Timestamp at) {
 
 // --- producing ---------------------------------------------------------------
 
-Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks) {
+Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks, bool batch) {
   const Timestamp now = clock_.Now();
-  const bool batch = tasks.size() > 1;
   // Window changes wait until every row is written, so a failed batch leaves
   // memory untouched as well as the store.
   struct Effect {

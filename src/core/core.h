@@ -139,7 +139,9 @@ class Core {
   Status Reload();
 
   // --- operations (inside the transaction) ---
-  Result<std::vector<Task>> Enqueue(std::vector<ValidTask> tasks);
+  // A batch (even of one task) is stored whole or not at all, and its errors
+  // name the task's index (`tasks[3].key`).
+  Result<std::vector<Task>> Enqueue(std::vector<ValidTask> tasks, bool batch);
   Result<Task> Cancel(const std::string& id);
   Result<Task> Reschedule(const std::string& id, Timestamp run_at,
                           const std::optional<std::string>& payload);

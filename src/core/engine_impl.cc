@@ -473,8 +473,9 @@ Result<CoreFn<std::vector<Task>>> EngineImpl::PrepareEnqueue(std::span<const Tas
         ValidateTaskSpec(specs[i], now, 0, batch ? "tasks[" + std::to_string(i) + "]." : ""));
     valid.push_back(std::move(t));
   }
-  return CoreFn<std::vector<Task>>(
-      [valid = std::move(valid)](Core& core) mutable { return core.Enqueue(std::move(valid)); });
+  return CoreFn<std::vector<Task>>([valid = std::move(valid), batch](Core& core) mutable {
+    return core.Enqueue(std::move(valid), batch);
+  });
 }
 
 Result<Task> EngineImpl::Enqueue(const TaskSpec& spec) {

@@ -67,7 +67,7 @@ Status Core::Materialise(ScheduleRow& row, const ScheduleSpec& spec, Timestamp a
       t.sid = row.sid;
       std::vector<ValidTask> one;
       one.push_back(std::move(t));
-      CHRONOQ_RETURN_IF_ERROR(Enqueue(std::move(one)).status());
+      CHRONOQ_RETURN_IF_ERROR(Enqueue(std::move(one), /*batch=*/false).status());
       CHRONOQ_ASSIGN_OR_RETURN(existing, store_.FindByName(id));
       if (!existing) return Status::Internal("occurrence " + id + " vanished after insert");
     }

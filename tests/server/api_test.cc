@@ -116,7 +116,10 @@ TEST_F(ApiTest, BatchIsAllOrNothingAndErrorsNameTheIndex) {
               400, "invalid_argument", "tasks[1].delay_ms");
   ExpectError(Call("POST", "/v1/tasks/batch",
                    R"({"tasks":[{"queue":"q","id":"c"},{"queue":"q","id":"a"}]})"),
-              409, "conflict");
+              409, "conflict", "tasks[1].id");
+  // A batch of one is still a batch: its errors name the index too.
+  ExpectError(Call("POST", "/v1/tasks/batch", R"({"tasks":[{"queue":"q","id":"a"}]})"), 409,
+              "conflict", "tasks[0].id");
   ExpectError(Call("POST", "/v1/tasks/batch", R"({"tasks":[]})"), 400, "invalid_argument", "tasks");
   ExpectError(Call("POST", "/v1/tasks/batch", R"({"tasks":[7]})"), 400, "invalid_argument",
               "tasks[0]");
