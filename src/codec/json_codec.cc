@@ -666,6 +666,8 @@ void AppendQueue(std::string& out, const QueueInfo& q) {
   }
   out += "},\"paused\":";
   out += q.paused ? "true" : "false";
+  out += ",\"webhooks\":";
+  out += q.webhooks ? "true" : "false";
   out += ",\"oldest_due_lateness_ms\":";
   out += std::to_string(Millis(q.oldest_due_lateness));
   out += ",\"concurrency\":";

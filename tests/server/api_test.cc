@@ -71,6 +71,9 @@ TEST_F(ApiTest, ATargetIsStoredShownAndReported) {
   // Batches report their target queues too.
   Call("POST", "/v1/tasks/batch", R"({"tasks":[{"queue":"more","target":{"url":"http://h"}}]})");
   EXPECT_EQ(webhook_queues_.back(), "more");
+  // The queues say whether chronoqd delivers their tasks.
+  EXPECT_EQ(Json(Call("GET", "/v1/queues/hooks"))["webhooks"], true);
+  EXPECT_EQ(Json(Call("GET", "/v1/queues/q"))["webhooks"], false);
   // The lease carries the target to a worker that claims it by hand.
   json lease = Json(Call("POST", "/v1/queues/hooks/claim", "{}"))["tasks"][0];
   EXPECT_EQ(lease["target"]["method"], "PUT");
