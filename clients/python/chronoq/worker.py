@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import queue as queue_mod
-import re
 import signal
 import threading
 import time
@@ -37,7 +36,6 @@ Handler = Callable[[Lease], Any]
 BatchHandler = Callable[[List[Lease]], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
-_FAILURE_FIELD = re.compile(r"^acks\[\d+\]\.(error|retry_in_ms)$")
 _ERROR_LIMIT = 4000  # chronoqd keeps 4,096 bytes of an error
 
 
@@ -73,9 +71,6 @@ class WorkerStats:
     failed: int = 0
     #: requests that reported outcomes: POST /v1/acks and claims with acks
     ack_requests: int = 0
-    #: separate POST /v1/tasks/{id}/fail requests (only against a chronoqd
-    #: that does not take failures in acks)
-    fail_requests: int = 0
     extensions: int = 0
     leases_lost: int = 0
     #: outcomes chronoqd refused (the lease was no longer ours)
@@ -147,11 +142,9 @@ class Worker:
     free handler threads plus ``prefetch``, with the outcomes of finished
     tasks riding on the claim (``acks``). A key's tasks still run in order:
     chronoqd hands out a key's next task only once the one before is
-    acknowledged. Outcomes that
-    find no claim about to be sent go together in one ``POST /v1/acks``.
-    Failures ride the same way (``{id, token, error, retry_in_ms?}``); against
-    a chronoqd too old to take them the worker notices the 400 and sends them
-    to ``POST /v1/tasks/{id}/fail`` instead. Unreachable servers are retried
+    acknowledged. Outcomes that find no claim about to be sent go together
+    in one ``POST /v1/acks``. Failures ride the same way (``{id, token,
+    error, retry_in_ms?}``). Unreachable servers are retried
     (1 s doubling to 30 s) with the outcomes kept; tasks whose outcome could
     not be sent run again when their lease lapses.
     """
@@ -179,8 +172,6 @@ class Worker:
         self.ack_linger = ack_linger
         self.traceback_lines = traceback_lines
         self.stats = WorkerStats()
-        #: Whether chronoqd takes failures in acks (None: not known yet).
-        self.failures_in_acks: Optional[bool] = None
         self.error: Optional[BaseException] = None
         self._regs: Dict[str, _Registration] = {}
         # One lock and a condition per waiting thread, so that a finished task
@@ -425,12 +416,7 @@ class Worker:
 
     def _take_pending(self) -> List[AckItem]:
         """Takes the outcomes that can ride on a request (the caller holds
-        the condition)."""
-        if self.failures_in_acks is False:
-            items = [a for a in self._pending if not a.is_failure][:MAX_BATCH]
-            taken = {id(a) for a in items}
-            self._pending = [a for a in self._pending if id(a) not in taken]
-            return items
+        the lock)."""
         items, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
         return items
 
@@ -438,16 +424,6 @@ class Worker:
         with self._lock:
             self._pending[:0] = list(items)
             self._outcomes_cv.notify()
-
-    def _refuses_failures(self, e: ChronoqError, items: Sequence[AckItem]) -> bool:
-        """Whether ``e`` is an older chronoqd refusing failures in acks."""
-        if not isinstance(e, InvalidArgument) or not any(a.is_failure for a in items):
-            return False
-        if e.field is not None and _FAILURE_FIELD.match(e.field):
-            log.info("chronoqd does not take failures in acks: failing tasks one by one")
-            self.failures_in_acks = False
-            return True
-        return False
 
     def _fatal(self, e: BaseException) -> None:
         log.error("worker stopping: %s", e)
@@ -481,13 +457,6 @@ class Worker:
                     wait=wait_ms,
                     acks=acks or None,
                 )
-            except InvalidArgument as e:
-                if self._refuses_failures(e, acks):
-                    self._put_back(acks)
-                    continue
-                self._put_back(acks)
-                self._fatal(e)
-                return
             except (Unavailable, OutcomeUnknown) as e:
                 self._put_back(acks)
                 log.warning("claim on %s failed (retrying in %.0f s): %s", reg.queue, backoff, e)
@@ -524,8 +493,6 @@ class Worker:
         for item, result in zip(items, results):
             if result.ok:
                 self._count("failed" if item.is_failure else "succeeded")
-                if item.is_failure:
-                    self.failures_in_acks = True
             else:
                 self._count("refused")
                 log.warning(
@@ -607,37 +574,16 @@ class Worker:
     # --- sending outcomes ---------------------------------------------------------
 
     def _send(self, items: List[AckItem]) -> None:
-        """Sends outcomes: together in one POST /v1/acks, or, to a chronoqd
-        that does not take failures in acks, the failures one by one to
-        POST /v1/tasks/{id}/fail. Raises on errors worth retrying (the caller
-        puts the items back; a resent outcome that was applied is refused as
-        stale, which changes nothing)."""
-        if self.failures_in_acks is not False:
-            try:
-                results = self.client.ack_many(items)
-            except InvalidArgument as e:
-                if not self._refuses_failures(e, items):
-                    log.error("chronoqd refused %d outcomes: %s", len(items), e)
-                    return
-            else:
-                self._count("ack_requests")
-                self._check_results(items, results)
-                return
-        for a in items:
-            if not a.is_failure:
-                continue
-            try:
-                self.client.fail(a.id, a.token, a.error, retry_in=a.retry_in)
-                self._count("failed")
-            except (StaleToken, InvalidArgument) as e:
-                self._count("refused")
-                log.warning("task %s: chronoqd refused its failure: %s", a.id, e)
-            self._count("fail_requests")
-        oks = [a for a in items if not a.is_failure]
-        if oks:
-            results = self.client.ack_many(oks)
-            self._count("ack_requests")
-            self._check_results(oks, results)
+        """Sends outcomes together in one POST /v1/acks. Raises on errors
+        worth retrying (the caller puts the items back; a resent outcome that
+        was applied is refused as stale, which changes nothing)."""
+        try:
+            results = self.client.ack_many(items)
+        except InvalidArgument as e:
+            log.error("chronoqd refused %d outcomes: %s", len(items), e)
+            return
+        self._count("ack_requests")
+        self._check_results(items, results)
 
     def _flush_loop(self) -> None:
         backoff = 1.0
