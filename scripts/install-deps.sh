@@ -18,6 +18,8 @@ packages=(
   python3 python3-pytest python3-jsonschema python3-yaml mypy python3-django
   # `pip install ./clients/python` offline (its test installs it into a temporary directory).
   python3-pip python3-setuptools
+  # The Go client's tests (clients/go: standard library only).
+  golang-go
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.
 if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi

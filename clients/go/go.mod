@@ -1,0 +1,3 @@
+module chronoq
+
+go 1.19

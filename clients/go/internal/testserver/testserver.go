@@ -1,0 +1,129 @@
+// Package testserver starts a real chronoqd for tests: on a free port, with
+// a temporary data directory, stopped with SIGTERM.
+package testserver
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultBinary is the chronoqd used when $CHRONOQD is not set.
+const DefaultBinary = "/work/main/build/dev/src/server/chronoqd"
+
+// Server is a running chronoqd.
+type Server struct {
+	// URL is the server's base URL (http://127.0.0.1:PORT).
+	URL  string
+	cmd  *exec.Cmd
+	dir  string
+	done chan struct{}
+
+	mu  sync.Mutex
+	log strings.Builder
+}
+
+var listening = regexp.MustCompile(`listening on (http://[0-9.]+:\d+)`)
+
+// Start starts chronoqd ($CHRONOQD, else DefaultBinary) with --listen
+// 127.0.0.1:0 and waits up to 30 s for its "listening on" line.
+func Start() (*Server, error) { return StartWithToken("") }
+
+// StartWithToken is Start with a bearer token every request but /healthz
+// needs ("" for none).
+func StartWithToken(token string) (*Server, error) {
+	bin := os.Getenv("CHRONOQD")
+	if bin == "" {
+		bin = DefaultBinary
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("chronoqd not found at %s (set CHRONOQD): %v", bin, err)
+	}
+	dir, err := os.MkdirTemp("", "chronoq-go-")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--data", dir, "--listen", "127.0.0.1:0"}
+	if token != "" {
+		tf := filepath.Join(dir, "token")
+		if err := os.WriteFile(tf, []byte(token+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--token-file", tf)
+	}
+	cmd := exec.Command(bin, args...)
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CHRONOQ_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &Server{cmd: cmd, dir: dir, done: make(chan struct{})}
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.log.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := listening.FindStringSubmatch(line); m != nil && !sent {
+				urlc <- m[1]
+				sent = true
+			}
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		close(s.done)
+	}()
+	select {
+	case u := <-urlc:
+		s.URL = u
+		return s, nil
+	case <-s.done:
+		err = fmt.Errorf("chronoqd exited before saying 'listening on': %s", s.Log())
+	case <-time.After(30 * time.Second):
+		err = fmt.Errorf("chronoqd did not say 'listening on' within 30 s: %s", s.Log())
+	}
+	s.Stop()
+	return nil, err
+}
+
+// Log returns what chronoqd printed so far.
+func (s *Server) Log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+// Stop sends SIGTERM, waits up to 30 s for the exit (then kills), and
+// removes the data directory.
+func (s *Server) Stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	os.RemoveAll(s.dir)
+}

@@ -1,0 +1,687 @@
+package chronoq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler runs one claimed task: returning nil acknowledges it, an error
+// fails the attempt with the error's text (see RetryAfter), a panic fails
+// it too.
+type Handler func(ctx context.Context, task *Lease) error
+
+// BatchHandler runs up to its max claimed tasks at once and returns one
+// error per task, in order (nil: succeeded). A nil slice means every task
+// succeeded; a slice of another length fails them all. Every outcome goes
+// to chronoqd in one request.
+type BatchHandler func(ctx context.Context, tasks []*Lease) []error
+
+// RetryError is a handler error that chooses the retry delay.
+type RetryError struct {
+	// Err is the failure (its text becomes last_error).
+	Err error
+	// Delay is when to retry (0: the task's backoff).
+	Delay time.Duration
+}
+
+// Error returns Err's text.
+func (e *RetryError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// RetryAfter returns an error that fails the attempt with err's text and
+// retries the task after delay instead of its backoff.
+func RetryAfter(err error, delay time.Duration) error { return &RetryError{Err: err, Delay: delay} }
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	// Concurrency is the handlers running at once per queue (default 1);
+	// for a batch handler, batches.
+	Concurrency int
+	// Lease is each claim's lease (default 30 s); a running task's lease is
+	// extended every third of it.
+	Lease time.Duration
+	// Wait is how long a claim waits for a task (a long poll; default 5 s).
+	// A stop waits for the claim in flight, so it takes up to this long.
+	Wait time.Duration
+	// Prefetch is how many tasks a claim may take beyond the free handler
+	// slots (0: the default 4 x Concurrency; negative: none).
+	Prefetch int
+	// AckLinger is how long an outcome waits for a claim to ride on before
+	// it is sent alone to POST /v1/acks (default 5 ms).
+	AckLinger time.Duration
+	// FlushTimeout bounds sending the last outcomes at a stop (default 30 s).
+	FlushTimeout time.Duration
+	// Logger receives warnings (default: the log package's standard logger).
+	Logger *log.Logger
+}
+
+// WorkerStats are a worker's counters (they only grow).
+type WorkerStats struct {
+	// Claimed counts tasks claimed.
+	Claimed int64
+	// Succeeded counts successes chronoqd recorded.
+	Succeeded int64
+	// Failed counts failures chronoqd recorded.
+	Failed int64
+	// AckRequests counts requests that carried outcomes (claims and acks).
+	AckRequests int64
+	// Extensions counts lease extensions.
+	Extensions int64
+	// LeasesLost counts leases found lost while their handler ran.
+	LeasesLost int64
+	// Refused counts outcomes chronoqd refused (stale leases).
+	Refused int64
+}
+
+type registration struct {
+	queue       string
+	fn          Handler
+	batchFn     BatchHandler
+	max         int
+	concurrency int
+	limit       int // tasks (batches) claimed and unfinished, at most
+	running     int // guarded by Worker.mu
+	room        *sync.Cond
+	work        chan []*Lease
+}
+
+type leaseKey struct {
+	id    string
+	token uint64
+}
+
+type tracked struct {
+	lease  *Lease
+	nextAt time.Time
+}
+
+// Worker claims tasks of its queues and runs their handlers: one claiming
+// goroutine per queue claims as many tasks as it has free handler slots
+// plus a prefetch, long-polling only while a slot is free; outcomes of
+// finished tasks ride on the next claim (or go to POST /v1/acks after
+// AckLinger); running tasks' leases are extended every third of the lease.
+// A key's tasks run in order, since chronoqd hands out a key's next task
+// only once the previous one is acknowledged.
+type Worker struct {
+	c    *Client
+	opts WorkerOptions
+	regs []*registration
+	byQ  map[string]*registration
+
+	mu       sync.Mutex
+	pending  []AckItem
+	tracked  map[leaseKey]*tracked
+	stopping bool
+	started  bool
+	kick     chan struct{}
+
+	stats WorkerStats
+	// failuresInAcks: whether chronoqd takes failures in acks (0: not
+	// known yet, 1: yes, -1: no, an older chronoqd).
+	failuresInAcks int32
+}
+
+// NewWorker returns a Worker of c; register handlers, then Run it.
+func NewWorker(c *Client, opts WorkerOptions) *Worker {
+	if opts.Concurrency < 1 {
+		opts.Concurrency = 1
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 30 * time.Second
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = 5 * time.Second
+	}
+	if opts.AckLinger <= 0 {
+		opts.AckLinger = 5 * time.Millisecond
+	}
+	if opts.FlushTimeout <= 0 {
+		opts.FlushTimeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = log.Default()
+	}
+	return &Worker{c: c, opts: opts, byQ: map[string]*registration{}, tracked: map[leaseKey]*tracked{},
+		kick: make(chan struct{}, 1)}
+}
+
+// Handle runs fn for each task of queue, Concurrency at a time.
+func (w *Worker) Handle(queue string, fn Handler) {
+	prefetch := w.opts.Prefetch
+	if prefetch == 0 {
+		prefetch = 4 * w.opts.Concurrency
+	} else if prefetch < 0 {
+		prefetch = 0
+	}
+	w.add(&registration{queue: queue, fn: fn, max: 1, concurrency: w.opts.Concurrency,
+		limit: w.opts.Concurrency + prefetch})
+}
+
+// HandleBatch runs fn on up to max (1-10,000) tasks of queue at a time,
+// Concurrency batches at once.
+func (w *Worker) HandleBatch(queue string, max int, fn BatchHandler) {
+	if max < 1 || max > MaxBatch {
+		panic(fmt.Sprintf("chronoq: batch max %d is not between 1 and %d", max, MaxBatch))
+	}
+	w.add(&registration{queue: queue, batchFn: fn, max: max, concurrency: w.opts.Concurrency,
+		limit: w.opts.Concurrency})
+}
+
+func (w *Worker) add(r *registration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		panic("chronoq: register handlers before the worker runs")
+	}
+	if _, ok := w.byQ[r.queue]; ok {
+		panic(fmt.Sprintf("chronoq: queue %q already has a handler", r.queue))
+	}
+	r.room = sync.NewCond(&w.mu)
+	r.work = make(chan []*Lease, r.limit+1)
+	w.byQ[r.queue] = r
+	w.regs = append(w.regs, r)
+}
+
+// Stats returns a snapshot of the worker's counters.
+func (w *Worker) Stats() WorkerStats {
+	return WorkerStats{
+		Claimed:     atomic.LoadInt64(&w.stats.Claimed),
+		Succeeded:   atomic.LoadInt64(&w.stats.Succeeded),
+		Failed:      atomic.LoadInt64(&w.stats.Failed),
+		AckRequests: atomic.LoadInt64(&w.stats.AckRequests),
+		Extensions:  atomic.LoadInt64(&w.stats.Extensions),
+		LeasesLost:  atomic.LoadInt64(&w.stats.LeasesLost),
+		Refused:     atomic.LoadInt64(&w.stats.Refused),
+	}
+}
+
+// Run runs the worker until ctx is done, then stops gracefully: no new
+// claims (a claim in flight returns within Wait and its tasks run), the
+// running and prefetched tasks finish, and their outcomes are sent. It
+// returns nil after a stop, or the error that stopped the worker (a claim
+// refused for good: a bad queue name, a wrong token).
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return errors.New("chronoq: the worker was already run")
+	}
+	if len(w.regs) == 0 {
+		w.mu.Unlock()
+		return errors.New("chronoq: no handler registered")
+	}
+	w.started = true
+	w.mu.Unlock()
+
+	// Handlers get a context that ends only once the worker has stopped
+	// waiting for them, so that a stop lets them finish.
+	hctx, hcancel := context.WithCancel(context.Background())
+	defer hcancel()
+
+	var fatalOnce sync.Once
+	var fatal error
+	stopAll := func() {
+		w.mu.Lock()
+		w.stopping = true
+		for _, r := range w.regs {
+			r.room.Broadcast()
+		}
+		w.mu.Unlock()
+	}
+	innerCtx, innerCancel := context.WithCancel(ctx)
+	defer innerCancel()
+	go func() {
+		<-innerCtx.Done()
+		stopAll()
+	}()
+
+	var claimers, slots sync.WaitGroup
+	for _, r := range w.regs {
+		r := r
+		for i := 0; i < r.concurrency; i++ {
+			slots.Add(1)
+			go func() {
+				defer slots.Done()
+				w.slotLoop(hctx, r)
+			}()
+		}
+		claimers.Add(1)
+		go func() {
+			defer claimers.Done()
+			if err := w.claimLoop(innerCtx, r); err != nil {
+				fatalOnce.Do(func() { fatal = err })
+				innerCancel()
+			}
+			close(r.work)
+		}()
+	}
+	bgDone := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); w.flushLoop(bgDone) }()
+	go func() { defer bg.Done(); w.extendLoop(bgDone) }()
+
+	claimers.Wait()
+	slots.Wait()
+	close(bgDone)
+	bg.Wait()
+	w.finalFlush()
+	return fatal
+}
+
+// takeForClaim takes the outcomes a claim may carry: all of them, or only
+// the successes against a chronoqd that does not take failures in acks.
+func (w *Worker) takeForClaim() []AckItem {
+	if atomic.LoadInt32(&w.failuresInAcks) >= 0 {
+		return w.takePending()
+	}
+	var take, keep []AckItem
+	for _, it := range w.pending {
+		if !it.Failure && len(take) < MaxBatch {
+			take = append(take, it)
+		} else {
+			keep = append(keep, it)
+		}
+	}
+	w.pending = keep
+	if len(keep) > 0 {
+		w.poke()
+	}
+	return take
+}
+
+var failureField = regexp.MustCompile(`^acks\[\d+\]\.(error|retry_in_ms)$`)
+
+// refusesFailures notes a chronoqd too old to take failures in acks: a 400
+// naming acks[i].error or acks[i].retry_in_ms for items holding a failure.
+func (w *Worker) refusesFailures(err error, items []AckItem) bool {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != "invalid_argument" || !failureField.MatchString(e.Field) {
+		return false
+	}
+	for _, it := range items {
+		if it.Failure {
+			atomic.StoreInt32(&w.failuresInAcks, -1)
+			w.opts.Logger.Printf("chronoq: chronoqd does not take failures in acks; sending them to /fail")
+			return true
+		}
+	}
+	return false
+}
+
+func (w *Worker) takePending() []AckItem {
+	n := len(w.pending)
+	if n > MaxBatch {
+		n = MaxBatch
+	}
+	items := append([]AckItem(nil), w.pending[:n]...)
+	w.pending = w.pending[n:]
+	return items
+}
+
+func (w *Worker) putBack(items []AckItem) {
+	if len(items) == 0 {
+		return
+	}
+	w.mu.Lock()
+	w.pending = append(items, w.pending...)
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *Worker) poke() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
+	backoff := time.Second
+	drained := false
+	for {
+		w.mu.Lock()
+		for !w.stopping && (r.running >= r.limit || (drained && r.running >= r.concurrency)) {
+			r.room.Wait()
+		}
+		if w.stopping {
+			w.mu.Unlock()
+			return nil
+		}
+		room := r.limit - r.running
+		var wait time.Duration
+		if r.running < r.concurrency {
+			wait = w.opts.Wait
+		}
+		acks := w.takeForClaim()
+		w.mu.Unlock()
+
+		max := room
+		if r.batchFn != nil {
+			max = r.max
+		}
+		// The claim is not cancelled by a stop: the tasks it leases run.
+		cctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout+wait)
+		res, err := w.c.Claim(cctx, r.queue, ClaimOptions{Max: max, Lease: w.opts.Lease, Wait: wait, Acks: acks})
+		cancel()
+		if err != nil {
+			w.putBack(acks)
+			if w.refusesFailures(err, acks) {
+				continue
+			}
+			if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) {
+				w.opts.Logger.Printf("chronoq: claim on %s failed (retrying in %v): %v", r.queue, backoff, err)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(backoff):
+				}
+				if backoff *= 2; backoff > 30*time.Second {
+					backoff = 30 * time.Second
+				}
+				continue
+			}
+			return fmt.Errorf("chronoq: claim on %s: %w", r.queue, err)
+		}
+		backoff = time.Second
+		if len(acks) > 0 {
+			atomic.AddInt64(&w.stats.AckRequests, 1)
+			w.checkResults(acks, res.Acks)
+		}
+		drained = wait == 0 && len(res.Tasks) == 0
+		if len(res.Tasks) == 0 {
+			continue
+		}
+		atomic.AddInt64(&w.stats.Claimed, int64(len(res.Tasks)))
+		next := time.Now().Add(w.opts.Lease / 3)
+		w.mu.Lock()
+		for _, l := range res.Tasks {
+			w.tracked[leaseKey{l.ID, l.Token}] = &tracked{lease: l, nextAt: next}
+		}
+		if r.batchFn != nil {
+			r.running++
+			w.mu.Unlock()
+			r.work <- res.Tasks
+		} else {
+			r.running += len(res.Tasks)
+			w.mu.Unlock()
+			for _, l := range res.Tasks {
+				r.work <- []*Lease{l}
+			}
+		}
+	}
+}
+
+func (w *Worker) checkResults(items []AckItem, results []AckResult) {
+	for i, it := range items {
+		if i >= len(results) {
+			break
+		}
+		switch {
+		case results[i].OK && it.Failure:
+			atomic.AddInt64(&w.stats.Failed, 1)
+		case results[i].OK:
+			atomic.AddInt64(&w.stats.Succeeded, 1)
+		default:
+			atomic.AddInt64(&w.stats.Refused, 1)
+			w.opts.Logger.Printf("chronoq: task %s: chronoqd refused its outcome: %v", it.ID, results[i].Err)
+		}
+	}
+}
+
+func (w *Worker) slotLoop(ctx context.Context, r *registration) {
+	for leases := range r.work {
+		items := w.run(ctx, r, leases)
+		w.mu.Lock()
+		for _, l := range leases {
+			delete(w.tracked, leaseKey{l.ID, l.Token})
+		}
+		w.pending = append(w.pending, items...)
+		r.running--
+		if r.batchFn == nil {
+			r.running -= len(leases) - 1
+		}
+		r.room.Signal()
+		w.mu.Unlock()
+		w.poke()
+	}
+}
+
+const errorLimit = 4000
+
+func failureOf(l *Lease, err error) AckItem {
+	text := err.Error()
+	if text == "" {
+		text = fmt.Sprintf("%T", err)
+	}
+	if len(text) > errorLimit {
+		text = text[:errorLimit]
+	}
+	var delay time.Duration
+	var re *RetryError
+	if errors.As(err, &re) {
+		delay = re.Delay
+	}
+	return AckItem{ID: l.ID, Token: l.Token, Failure: true, Error: text, RetryIn: delay}
+}
+
+func (w *Worker) run(ctx context.Context, r *registration, leases []*Lease) (items []AckItem) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("panic: %v", p)
+			items = items[:0]
+			for _, l := range leases {
+				items = append(items, failureOf(l, err))
+			}
+		}
+	}()
+	if r.batchFn == nil {
+		l := leases[0]
+		if err := r.fn(ctx, l); err != nil {
+			return []AckItem{failureOf(l, err)}
+		}
+		return []AckItem{Ack(l)}
+	}
+	errs := r.batchFn(ctx, leases)
+	if errs != nil && len(errs) != len(leases) {
+		err := fmt.Errorf("batch handler returned %d results for %d tasks", len(errs), len(leases))
+		for _, l := range leases {
+			items = append(items, failureOf(l, err))
+		}
+		return items
+	}
+	for i, l := range leases {
+		if errs != nil && errs[i] != nil {
+			items = append(items, failureOf(l, errs[i]))
+		} else {
+			items = append(items, Ack(l))
+		}
+	}
+	return items
+}
+
+func (w *Worker) send(items []AckItem) error {
+	ctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout)
+	defer cancel()
+	if atomic.LoadInt32(&w.failuresInAcks) >= 0 {
+		results, err := w.c.AckMany(ctx, items)
+		if err == nil {
+			atomic.AddInt64(&w.stats.AckRequests, 1)
+			w.checkResults(items, results)
+			return nil
+		}
+		if !w.refusesFailures(err, items) {
+			return err
+		}
+	}
+	// An older chronoqd: failures one by one, then the successes together.
+	var oks []AckItem
+	for _, it := range items {
+		if !it.Failure {
+			oks = append(oks, it)
+			continue
+		}
+		err := w.c.Fail(ctx, it.ID, it.Token, it.Error, it.RetryIn)
+		switch {
+		case err == nil:
+			atomic.AddInt64(&w.stats.Failed, 1)
+		case errors.Is(err, ErrStaleToken) || errors.Is(err, ErrInvalidArgument):
+			atomic.AddInt64(&w.stats.Refused, 1)
+			w.opts.Logger.Printf("chronoq: task %s: chronoqd refused its failure: %v", it.ID, err)
+		default:
+			return err
+		}
+	}
+	if len(oks) == 0 {
+		return nil
+	}
+	results, err := w.c.AckMany(ctx, oks)
+	if err != nil {
+		return err
+	}
+	atomic.AddInt64(&w.stats.AckRequests, 1)
+	w.checkResults(oks, results)
+	return nil
+}
+
+func (w *Worker) flushLoop(done <-chan struct{}) {
+	backoff := time.Second
+	for {
+		select {
+		case <-done:
+			return
+		case <-w.kick:
+		}
+		// Give a claim about to be sent the chance to carry the outcomes.
+		select {
+		case <-done:
+			return
+		case <-time.After(w.opts.AckLinger):
+		}
+		w.mu.Lock()
+		items := w.takePending()
+		more := len(w.pending) > 0
+		w.mu.Unlock()
+		if more {
+			w.poke()
+		}
+		if len(items) == 0 {
+			continue
+		}
+		if err := w.send(items); err != nil {
+			if errors.Is(err, ErrInvalidArgument) {
+				w.opts.Logger.Printf("chronoq: chronoqd refused %d outcomes: %v", len(items), err)
+				continue
+			}
+			w.mu.Lock()
+			w.pending = append(items, w.pending...)
+			w.mu.Unlock()
+			w.opts.Logger.Printf("chronoq: could not send %d outcomes (retrying in %v): %v", len(items), backoff, err)
+			select {
+			case <-done:
+				return
+			case <-time.After(backoff):
+			}
+			w.poke()
+			if backoff *= 2; backoff > 30*time.Second {
+				backoff = 30 * time.Second
+			}
+			continue
+		}
+		backoff = time.Second
+	}
+}
+
+func (w *Worker) finalFlush() {
+	deadline := time.Now().Add(w.opts.FlushTimeout)
+	delay := 200 * time.Millisecond
+	for {
+		w.mu.Lock()
+		items := w.takePending()
+		w.mu.Unlock()
+		if len(items) == 0 {
+			return
+		}
+		err := w.send(items)
+		if err == nil || errors.Is(err, ErrInvalidArgument) {
+			continue
+		}
+		w.mu.Lock()
+		w.pending = append(items, w.pending...)
+		n := len(w.pending)
+		w.mu.Unlock()
+		if time.Now().Add(delay).After(deadline) {
+			w.opts.Logger.Printf("chronoq: gave up sending %d outcomes: %v (the tasks run again once their leases lapse)", n, err)
+			return
+		}
+		time.Sleep(delay)
+		if delay *= 2; delay > 5*time.Second {
+			delay = 5 * time.Second
+		}
+	}
+}
+
+func (w *Worker) extendLoop(done <-chan struct{}) {
+	tick := w.opts.Lease / 6
+	if tick > time.Second {
+		tick = time.Second
+	}
+	if tick < 5*time.Millisecond {
+		tick = 5 * time.Millisecond
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var due []*tracked
+		w.mu.Lock()
+		for _, tr := range w.tracked {
+			if !tr.nextAt.After(now) {
+				due = append(due, tr)
+			}
+		}
+		w.mu.Unlock()
+		for _, tr := range due {
+			k := leaseKey{tr.lease.ID, tr.lease.Token}
+			w.mu.Lock()
+			_, still := w.tracked[k]
+			w.mu.Unlock()
+			if !still {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout)
+			_, err := w.c.Extend(ctx, tr.lease.ID, tr.lease.Token, w.opts.Lease)
+			cancel()
+			w.mu.Lock()
+			switch {
+			case err == nil:
+				atomic.AddInt64(&w.stats.Extensions, 1)
+				tr.nextAt = time.Now().Add(w.opts.Lease / 3)
+			case errors.Is(err, ErrStaleToken):
+				atomic.AddInt64(&w.stats.LeasesLost, 1)
+				w.opts.Logger.Printf("chronoq: task %s: lease lost, it may run elsewhere too: %v", tr.lease.ID, err)
+				delete(w.tracked, k)
+			default:
+				retry := w.opts.Lease / 3
+				if retry > time.Second {
+					retry = time.Second
+				}
+				tr.nextAt = time.Now().Add(retry)
+			}
+			w.mu.Unlock()
+		}
+	}
+}

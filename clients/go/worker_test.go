@@ -1,0 +1,331 @@
+package chronoq_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"chronoq"
+)
+
+// runWorker runs w until the returned stop function is called; stop waits
+// for Run to return and fails the test on its error.
+func runWorker(t *testing.T, w *chronoq.Worker) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("worker: %v", err)
+				}
+			case <-time.After(deadline):
+				t.Errorf("timed out after %v waiting for the worker to stop", deadline)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func workerOpts(concurrency int) chronoq.WorkerOptions {
+	return chronoq.WorkerOptions{Concurrency: concurrency, Wait: 500 * time.Millisecond}
+}
+
+// C14: success acks; an error fails the task with its text.
+func TestC14WorkerSuccessAndFailure(t *testing.T) {
+	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	ok, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: map[string]bool{"fail": false}})
+	must(t, err)
+	bad, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: map[string]bool{"fail": true}, MaxAttempts: 1})
+	must(t, err)
+	retry, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: map[string]bool{"retry": true}})
+	must(t, err)
+	w := chronoq.NewWorker(c, workerOpts(4))
+	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
+		var p map[string]bool
+		if err := l.Decode(&p); err != nil {
+			return err
+		}
+		if p["fail"] {
+			return fmt.Errorf("handler failed on %s", l.ID)
+		}
+		if p["retry"] {
+			return chronoq.RetryAfter(errors.New("later"), time.Hour)
+		}
+		return nil
+	})
+	runWorker(t, w)
+	waitState(t, c, ok.ID, chronoq.StateSucceeded)
+	d := waitState(t, c, bad.ID, chronoq.StateDead)
+	if d.LastError == nil || *d.LastError != "handler failed on "+bad.ID {
+		t.Fatalf("last_error %v", d.LastError)
+	}
+	waitFor(t, "the retried task to be scheduled again with its error", func() bool {
+		r, err := c.Get(ctx, retry.ID)
+		must(t, err)
+		return r.State == chronoq.StateScheduled && r.LastError != nil && *r.LastError == "later" &&
+			r.RunAt.After(time.Now().Add(50*time.Minute))
+	})
+	waitFor(t, "the worker's counters", func() bool {
+		s := w.Stats()
+		return s.Succeeded == 1 && s.Failed == 2 && s.Claimed == 3
+	})
+}
+
+// C14: a key's tasks run in order, one at a time, under many goroutines.
+func TestC14WorkerKeyOrder(t *testing.T) {
+	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	const keys, per = 4, 15
+	var specs []chronoq.TaskSpec
+	for i := 0; i < per; i++ {
+		for k := 0; k < keys; k++ {
+			specs = append(specs, chronoq.TaskSpec{Queue: q, Key: fmt.Sprintf("k%d", k), Payload: map[string]int{"key": k, "seq": i}})
+		}
+	}
+	_, err := c.EnqueueMany(ctx, specs)
+	must(t, err)
+	var mu sync.Mutex
+	seen := map[int][]int{}
+	running := map[int]bool{}
+	var overlaps, total int64
+	w := chronoq.NewWorker(c, workerOpts(8))
+	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
+		var p map[string]int
+		if err := l.Decode(&p); err != nil {
+			return err
+		}
+		mu.Lock()
+		if running[p["key"]] {
+			atomic.AddInt64(&overlaps, 1)
+		}
+		running[p["key"]] = true
+		seen[p["key"]] = append(seen[p["key"]], p["seq"])
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		running[p["key"]] = false
+		mu.Unlock()
+		atomic.AddInt64(&total, 1)
+		return nil
+	})
+	stop := runWorker(t, w)
+	waitFor(t, fmt.Sprintf("%d tasks to run", keys*per), func() bool { return atomic.LoadInt64(&total) == keys*per })
+	stop()
+	if overlaps != 0 {
+		t.Fatalf("%d times a key's task started while another ran", overlaps)
+	}
+	for k := 0; k < keys; k++ {
+		for i, s := range seen[k] {
+			if s != i {
+				t.Fatalf("key %d ran out of order: %v", k, seen[k])
+			}
+		}
+	}
+}
+
+// C14: a batch handler reports per-item results in one request.
+func TestC14WorkerBatchHandler(t *testing.T) {
+	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	var specs []chronoq.TaskSpec
+	for i := 0; i < 6; i++ {
+		specs = append(specs, chronoq.TaskSpec{Queue: q, Payload: i, MaxAttempts: 1})
+	}
+	tasks, err := c.EnqueueMany(ctx, specs)
+	must(t, err)
+	var batches int64
+	w := chronoq.NewWorker(c, workerOpts(1))
+	w.HandleBatch(q, 100, func(ctx context.Context, ls []*chronoq.Lease) []error {
+		atomic.AddInt64(&batches, 1)
+		errs := make([]error, len(ls))
+		for i, l := range ls {
+			var n int
+			if err := l.Decode(&n); err != nil || n%2 == 1 {
+				errs[i] = fmt.Errorf("odd %d", n)
+			}
+		}
+		return errs
+	})
+	stop := runWorker(t, w)
+	for i, task := range tasks {
+		if i%2 == 0 {
+			waitState(t, c, task.ID, chronoq.StateSucceeded)
+		} else {
+			d := waitState(t, c, task.ID, chronoq.StateDead)
+			if d.LastError == nil || *d.LastError != fmt.Sprintf("odd %d", i) {
+				t.Fatalf("last_error %v", d.LastError)
+			}
+		}
+	}
+	stop()
+	s := w.Stats()
+	if atomic.LoadInt64(&batches) == 1 && s.AckRequests != 1 {
+		t.Fatalf("one batch's outcomes took %d requests", s.AckRequests)
+	}
+	if s.Succeeded != 3 || s.Failed != 3 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// C14: a stop finishes running tasks and sends their outcomes; no new
+// claims after it.
+func TestC14WorkerStopFinishesRunningTasks(t *testing.T) {
+	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	var specs []chronoq.TaskSpec
+	for i := 0; i < 3; i++ {
+		specs = append(specs, chronoq.TaskSpec{Queue: q, Payload: i})
+	}
+	tasks, err := c.EnqueueMany(ctx, specs)
+	must(t, err)
+	started := make(chan struct{}, 10)
+	release := make(chan struct{})
+	var finished int64
+	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Concurrency: 3, Prefetch: -1, Wait: 500 * time.Millisecond})
+	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
+		started <- struct{}{}
+		<-release
+		atomic.AddInt64(&finished, 1)
+		return nil
+	})
+	stop := runWorker(t, w)
+	for i := 0; i < 3; i++ {
+		select {
+		case <-started:
+		case <-time.After(deadline):
+			t.Fatal("timed out waiting for three handlers to start")
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	// The stop waits for the handlers.
+	select {
+	case <-stopped:
+		t.Fatal("the worker stopped while handlers ran")
+	case <-time.After(100 * time.Millisecond):
+	}
+	late, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: "late"})
+	must(t, err)
+	close(release)
+	select {
+	case <-stopped:
+	case <-time.After(deadline):
+		t.Fatal("timed out waiting for the worker to stop")
+	}
+	if atomic.LoadInt64(&finished) != 3 {
+		t.Fatalf("%d handlers finished", finished)
+	}
+	for _, task := range tasks {
+		got, err := c.Get(ctx, task.ID)
+		must(t, err)
+		if got.State != chronoq.StateSucceeded {
+			t.Fatalf("task %s is %s after the stop", task.ID, got.State)
+		}
+	}
+	got, err := c.Get(ctx, late.ID)
+	must(t, err)
+	if got.State != chronoq.StateScheduled {
+		t.Fatalf("a task enqueued after the stop was claimed: %s", got.State)
+	}
+}
+
+// C14: a running handler's lease is extended in the background.
+func TestC14WorkerExtendsLeases(t *testing.T) {
+	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	task, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: 1})
+	must(t, err)
+	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Lease: 600 * time.Millisecond, Wait: 500 * time.Millisecond})
+	var runs int64
+	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
+		atomic.AddInt64(&runs, 1)
+		// Run past several leases: only the extensions keep the task.
+		end := time.Now().Add(deadline)
+		for w.Stats().Extensions < 4 && time.Now().Before(end) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	})
+	runWorker(t, w)
+	waitState(t, c, task.ID, chronoq.StateSucceeded)
+	s := w.Stats()
+	if s.Extensions < 4 || s.LeasesLost != 0 || s.Refused != 0 || atomic.LoadInt64(&runs) != 1 {
+		t.Fatalf("stats %+v, runs %d", s, runs)
+	}
+}
+
+// C14: a claim refused for good (a bad queue name) stops the worker with
+// the error.
+func TestC14WorkerStopsOnABadQueue(t *testing.T) {
+	c := newClient(t)
+	w := chronoq.NewWorker(c, workerOpts(1))
+	w.Handle("bad queue name!", func(ctx context.Context, l *chronoq.Lease) error { return nil })
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, chronoq.ErrInvalidArgument) {
+			t.Fatalf("Run() = %v", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("timed out waiting for the worker to stop on a bad queue name")
+	}
+}
+
+// C14: against a chronoqd that refuses failures in acks (an older one,
+// played by a proxy), the worker sends failures to /fail instead.
+func TestC14WorkerFallsBackToFailForAnOlderServer(t *testing.T) {
+	target, err := url.Parse(server.URL)
+	must(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var refused int64
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if (strings.HasSuffix(r.URL.Path, "/claim") || r.URL.Path == "/v1/acks") && bytes.Contains(body, []byte(`"error":`)) {
+			atomic.AddInt64(&refused, 1)
+			w.WriteHeader(400)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid_argument","message":"acks[0].error: unknown field","field":"acks[0].error"}}`))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	defer old.Close()
+	c, err := chronoq.New([]string{old.URL})
+	must(t, err)
+	ctx, q := testCtx(t), newQueue(t)
+	good, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: "ok"})
+	must(t, err)
+	bad, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: "fail", MaxAttempts: 1})
+	must(t, err)
+	w := chronoq.NewWorker(c, workerOpts(2))
+	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
+		var p string
+		if err := l.Decode(&p); err != nil {
+			return err
+		}
+		if p == "fail" {
+			return errors.New("old server failure")
+		}
+		return nil
+	})
+	runWorker(t, w)
+	waitState(t, c, good.ID, chronoq.StateSucceeded)
+	d := waitState(t, c, bad.ID, chronoq.StateDead)
+	if d.LastError == nil || *d.LastError != "old server failure" || atomic.LoadInt64(&refused) == 0 {
+		t.Fatalf("last_error %v, refused %d", d.LastError, refused)
+	}
+}
