@@ -20,6 +20,8 @@ packages=(
   python3-pip python3-setuptools
   # The Go client's tests (clients/go: standard library only).
   golang-go
+  # The Java client's tests (clients/java: javac, Jackson, JUnit 5 from Debian).
+  default-jdk-headless libjackson2-databind-java junit5
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.
 if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi

@@ -1,0 +1,117 @@
+package dev.chronoq;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Comparator;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+
+/** A chronoqd started for tests on a free port with a temporary data directory. */
+final class Chronoqd implements AutoCloseable {
+    static final Duration DEADLINE = Duration.ofSeconds(45);
+    private static final AtomicInteger SEQ = new AtomicInteger();
+
+    final Process process;
+    final Path data;
+    final int port;
+    final String url;
+
+    private Chronoqd(Process process, Path data, int port) {
+        this.process = process;
+        this.data = data;
+        this.port = port;
+        this.url = "http://127.0.0.1:" + port;
+    }
+
+    static String binary() {
+        String b = System.getenv("CHRONOQD");
+        return b == null || b.isEmpty() ? "/work/main/build/dev/src/server/chronoqd" : b;
+    }
+
+    static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    static Chronoqd start() throws Exception {
+        return start(null);
+    }
+
+    /** Starts chronoqd; with a token, it requires {@code Authorization: Bearer <token>}. */
+    static Chronoqd start(String token) throws Exception {
+        String bin = binary();
+        if (!new File(bin).canExecute()) throw new IllegalStateException("no chronoqd at " + bin + " (set CHRONOQD)");
+        Path data = Files.createTempDirectory("chronoq-java-test-");
+        int port = freePort();
+        java.util.List<String> cmd = new java.util.ArrayList<>(java.util.List.of(bin, "--data", data.toString(), "--listen", "127.0.0.1:" + port));
+        if (token != null) {
+            Path tf = data.resolve("token");
+            Files.writeString(tf, token + "\n");
+            cmd.add("--token-file");
+            cmd.add(tf.toString());
+        }
+        ProcessBuilder pb = new ProcessBuilder(cmd);
+        pb.environment().remove("CHRONOQ_TOKEN");
+        pb.environment().remove("CHRONOQ_TOKEN_FILE");
+        pb.redirectError(data.resolve("stderr.log").toFile());
+        Process p = pb.start();
+        CountDownLatch ready = new CountDownLatch(1);
+        StringBuilder seen = new StringBuilder();
+        Thread reader = new Thread(() -> {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = r.readLine()) != null) {
+                    synchronized (seen) { if (seen.length() < 4000) seen.append(line).append('\n'); }
+                    if (line.contains("listening on")) ready.countDown();
+                }
+            } catch (IOException ignored) {
+                // process gone
+            }
+        }, "chronoqd-stdout-" + SEQ.incrementAndGet());
+        reader.setDaemon(true);
+        reader.start();
+        if (!ready.await(DEADLINE.toSeconds(), TimeUnit.SECONDS)) {
+            p.destroyForcibly();
+            String err = Files.exists(data.resolve("stderr.log")) ? Files.readString(data.resolve("stderr.log")) : "";
+            throw new IllegalStateException("chronoqd did not say 'listening on' within " + DEADLINE
+                    + "; stdout: " + seen + " stderr: " + err);
+        }
+        return new Chronoqd(p, data, port);
+    }
+
+    ChronoqClient client() {
+        return ChronoqClient.builder().urls(url).timeout(Duration.ofSeconds(60)).build();
+    }
+
+    @Override
+    public void close() throws Exception {
+        process.destroy(); // SIGTERM
+        if (!process.waitFor(DEADLINE.toSeconds(), TimeUnit.SECONDS)) {
+            process.destroyForcibly();
+            process.waitFor(10, TimeUnit.SECONDS);
+            throw new IllegalStateException("chronoqd did not stop within " + DEADLINE + " of SIGTERM");
+        }
+        try (var s = Files.walk(data)) {
+            s.sorted(Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+        }
+    }
+
+    /** Polls {@code cond} until it holds or the deadline passes (then fails with {@code what}). */
+    static void await(String what, BooleanSupplier cond) throws InterruptedException {
+        long end = System.nanoTime() + DEADLINE.toNanos();
+        while (!cond.getAsBoolean()) {
+            if (System.nanoTime() > end) throw new AssertionError("timed out after " + DEADLINE + " waiting for " + what);
+            Thread.sleep(20);
+        }
+    }
+}

@@ -1,0 +1,199 @@
+package dev.chronoq;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+/** The worker: C14 (every test). */
+class WorkerTest {
+    static Chronoqd server;
+    static ChronoqClient client;
+
+    @BeforeAll
+    static void up() throws Exception {
+        server = Chronoqd.start();
+        client = server.client();
+    }
+
+    @AfterAll
+    static void down() throws Exception {
+        if (server != null) server.close();
+    }
+
+    private static ChronoqWorker.Builder worker() {
+        return ChronoqWorker.builder(client).wait(Duration.ofMillis(500));
+    }
+
+    // C14: success acks, an exception fails the task with the error text
+    @Test
+    void c14_successAcksAndAnExceptionFails() throws Exception {
+        client.enqueue(TaskSpec.builder("c14-a").id("ok-1").payload(Map.of("fail", false)).build());
+        client.enqueue(TaskSpec.builder("c14-a").id("bad-1").payload(Map.of("fail", true)).maxAttempts(1).build());
+        try (ChronoqWorker w = worker().concurrency(2).build()) {
+            w.handle("c14-a", t -> {
+                if (t.payload().get("fail").asBoolean()) throw new IllegalStateException("the disk is on fire");
+            });
+            w.start();
+            Chronoqd.await("ok-1 to succeed", () -> client.get("ok-1").state().equals("succeeded"));
+            Chronoqd.await("bad-1 to die", () -> client.get("bad-1").state().equals("dead"));
+        }
+        String err = client.get("bad-1").lastError();
+        assertTrue(err.contains("IllegalStateException: the disk is on fire"), err);
+    }
+
+    // C14: RetryLaterException sets the message and the delay
+    @Test
+    void c14_retryLater() throws Exception {
+        client.enqueue(TaskSpec.builder("c14-r").id("later-1").build());
+        try (ChronoqWorker w = worker().concurrency(1).build()) {
+            w.handle("c14-r", t -> { throw new ChronoqWorker.RetryLaterException("not yet", Duration.ofHours(1)); });
+            w.start();
+            Chronoqd.await("later-1 to be rescheduled", () -> "not yet".equals(client.get("later-1").lastError()));
+        }
+        Task t = client.get("later-1");
+        assertEquals("scheduled", t.state());
+        assertTrue(t.runAt().isAfter(java.time.Instant.now().plus(Duration.ofMinutes(50))));
+    }
+
+    // C14: a key's tasks run in order under 8 threads
+    @Test
+    void c14_perKeyOrderUnderEightThreads() throws Exception {
+        int keys = 4, per = 15;
+        List<TaskSpec> specs = new ArrayList<>();
+        for (int i = 0; i < per; i++)
+            for (int k = 0; k < keys; k++)
+                specs.add(TaskSpec.builder("c14-keys").key("k" + k).payload(Map.of("k", k, "i", i)).build());
+        client.enqueueMany(specs);
+        Map<Integer, List<Integer>> seen = new ConcurrentHashMap<>();
+        Map<Integer, AtomicInteger> inside = new ConcurrentHashMap<>();
+        AtomicBoolean overlap = new AtomicBoolean();
+        AtomicInteger done = new AtomicInteger();
+        try (ChronoqWorker w = worker().concurrency(8).build()) {
+            w.handle("c14-keys", t -> {
+                int k = t.payload().get("k").asInt();
+                if (inside.computeIfAbsent(k, x -> new AtomicInteger()).incrementAndGet() > 1) overlap.set(true);
+                seen.computeIfAbsent(k, x -> Collections.synchronizedList(new ArrayList<>())).add(t.payload().get("i").asInt());
+                Thread.sleep(5);
+                inside.get(k).decrementAndGet();
+                done.incrementAndGet();
+            });
+            w.start();
+            Chronoqd.await("every keyed task to run", () -> done.get() == keys * per);
+            Chronoqd.await("every keyed task to succeed", () -> client.getQueue("c14-keys").count("succeeded") == keys * per);
+            assertTrue(w.stats().claimsWithAcks() + w.stats().ackRequests() > 0);
+            assertEquals(0, w.stats().refused());
+        }
+        assertFalse(overlap.get(), "two tasks of one key ran at once");
+        for (int k = 0; k < keys; k++) {
+            List<Integer> order = seen.get(k);
+            List<Integer> sorted = new ArrayList<>(order);
+            Collections.sort(sorted);
+            assertEquals(sorted, order, "key k" + k);
+            assertEquals(per, order.size());
+        }
+    }
+
+    // C14: a batch handler reports per-item results in one request
+    @Test
+    void c14_batchHandlerPartialSuccess() throws Exception {
+        List<TaskSpec> specs = new ArrayList<>();
+        for (int i = 0; i < 10; i++) specs.add(TaskSpec.builder("c14-batch").id("b-" + i).payload(i).build());
+        client.enqueueMany(specs);
+        AtomicInteger batches = new AtomicInteger();
+        try (ChronoqWorker w = worker().build()) {
+            w.handleBatch("c14-batch", 100, tasks -> {
+                batches.incrementAndGet();
+                List<ChronoqWorker.ItemResult> out = new ArrayList<>();
+                for (Task t : tasks)
+                    out.add(t.payload().asInt() % 2 == 0 ? ChronoqWorker.ItemResult.ok()
+                            : ChronoqWorker.ItemResult.retry("odd " + t.payload().asInt(), Duration.ofHours(1)));
+                return out;
+            });
+            w.start();
+            Chronoqd.await("the batch to be reported", () -> client.get("b-9").lastError() != null && client.get("b-8").state().equals("succeeded"));
+            assertEquals(1, batches.get());
+            assertEquals(1, w.stats().ackRequests(), "one POST /v1/acks for the batch");
+            assertEquals(5, w.stats().succeeded());
+            assertEquals(5, w.stats().failed());
+        }
+        for (int i = 0; i < 10; i++) {
+            Task t = client.get("b-" + i);
+            if (i % 2 == 0) assertEquals("succeeded", t.state());
+            else {
+                assertEquals("scheduled", t.state());
+                assertEquals("odd " + i, t.lastError());
+            }
+        }
+    }
+
+    // C14: a stop finishes running tasks and reports them
+    @Test
+    void c14_closeFinishesRunningTasks() throws Exception {
+        client.enqueue(TaskSpec.builder("c14-stop").id("slow-1").build());
+        CountDownLatch started = new CountDownLatch(1);
+        AtomicBoolean finished = new AtomicBoolean();
+        ChronoqWorker w = worker().concurrency(2).build();
+        w.handle("c14-stop", t -> {
+            started.countDown();
+            Thread.sleep(1000);
+            finished.set(true);
+        });
+        w.start();
+        assertTrue(started.await(Chronoqd.DEADLINE.toSeconds(), TimeUnit.SECONDS), "the handler did not start");
+        w.close();
+        assertTrue(finished.get(), "close() returned before the handler finished");
+        assertEquals("succeeded", client.get("slow-1").state());
+        // no more claims after close
+        client.enqueue(TaskSpec.builder("c14-stop").id("after-1").build());
+        Thread.sleep(300);
+        assertEquals("scheduled", client.get("after-1").state());
+    }
+
+    // C14: a lease is extended while a handler runs
+    @Test
+    void c14_leaseExtendedWhileRunning() throws Exception {
+        client.enqueue(TaskSpec.builder("c14-lease").id("long-1").build());
+        try (ChronoqWorker w = worker().concurrency(1).lease(Duration.ofMillis(600)).build()) {
+            w.handle("c14-lease", t -> Thread.sleep(2500));
+            w.start();
+            Chronoqd.await("long-1 to succeed", () -> client.get("long-1").state().equals("succeeded"));
+            assertTrue(w.stats().extensions() >= 2, "extensions: " + w.stats().extensions());
+            assertEquals(0, w.stats().leasesLost());
+            assertEquals(0, w.stats().refused());
+        }
+        assertEquals(1, client.get("long-1").attempt());
+    }
+
+    // C14: outcomes ride on the next claim, or go to POST /v1/acks after the linger while a claim waits
+    @Test
+    void c14_outcomesRideOnClaimsOrGoAfterALinger() throws Exception {
+        for (int i = 0; i < 3; i++) client.enqueue(TaskSpec.builder("c14-ride").id("ride-" + i).build());
+        try (ChronoqWorker w = worker().concurrency(1).prefetch(0).build()) {
+            w.handle("c14-ride", t -> Thread.sleep(20));
+            w.start();
+            Chronoqd.await("the ride tasks to succeed", () -> client.getQueue("c14-ride").count("succeeded") == 3);
+            assertTrue(w.stats().claimsWithAcks() >= 1, "no claim carried acks");
+        }
+        client.enqueue(TaskSpec.builder("c14-linger").id("linger-1").build());
+        try (ChronoqWorker w = worker().concurrency(2).wait(Duration.ofSeconds(3)).build()) {
+            w.handle("c14-linger", t -> Thread.sleep(300)); // the claimer parks meanwhile
+            w.start();
+            // the claimer is parked in a 3 s long poll: the ack cannot ride on it
+            Chronoqd.await("linger-1 to succeed", () -> client.get("linger-1").state().equals("succeeded"));
+            assertTrue(w.stats().ackRequests() >= 1, "no POST /v1/acks");
+        }
+    }
+}
