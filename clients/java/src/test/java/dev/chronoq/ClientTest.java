@@ -1,8 +1,6 @@
 package dev.chronoq;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
@@ -16,21 +14,7 @@ import java.util.concurrent.CompletableFuture;
 import static org.junit.jupiter.api.Assertions.*;
 
 /** Task, claim, queue and schedule calls against a real chronoqd. */
-class ClientTest {
-    static Chronoqd server;
-    static ChronoqClient client;
-
-    @BeforeAll
-    static void up() throws Exception {
-        server = Chronoqd.start();
-        client = server.client();
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (server != null) server.close();
-    }
-
+class ClientTest extends ServerTest {
     // C1
     @Test
     void c1_enqueueEveryFieldAndGet() {

@@ -1,7 +1,5 @@
 package dev.chronoq;
 
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
@@ -10,21 +8,7 @@ import java.util.List;
 import static org.junit.jupiter.api.Assertions.*;
 
 /** Typed errors: C7, C12. */
-class ErrorsTest {
-    static Chronoqd server;
-    static ChronoqClient client;
-
-    @BeforeAll
-    static void up() throws Exception {
-        server = Chronoqd.start();
-        client = server.client();
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (server != null) server.close();
-    }
-
+class ErrorsTest extends ServerTest {
     // C7
     @Test
     void c7_staleToken() throws Exception {

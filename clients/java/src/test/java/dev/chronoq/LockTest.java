@@ -1,7 +1,5 @@
 package dev.chronoq;
 
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
@@ -11,21 +9,7 @@ import java.util.concurrent.TimeUnit;
 import static org.junit.jupiter.api.Assertions.*;
 
 /** Keyed locks: C8, C9, C10. */
-class LockTest {
-    static Chronoqd server;
-    static ChronoqClient client;
-
-    @BeforeAll
-    static void up() throws Exception {
-        server = Chronoqd.start();
-        client = server.client();
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (server != null) server.close();
-    }
-
+class LockTest extends ServerTest {
     // C8
     @Test
     void c8_contentionWithWaitTimeout() throws Exception {

@@ -1,7 +1,5 @@
 package dev.chronoq;
 
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
@@ -18,21 +16,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import static org.junit.jupiter.api.Assertions.*;
 
 /** The worker: C14 (every test). */
-class WorkerTest {
-    static Chronoqd server;
-    static ChronoqClient client;
-
-    @BeforeAll
-    static void up() throws Exception {
-        server = Chronoqd.start();
-        client = server.client();
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (server != null) server.close();
-    }
-
+class WorkerTest extends ServerTest {
     private static ChronoqWorker.Builder worker() {
         return ChronoqWorker.builder(client).wait(Duration.ofMillis(500));
     }
