@@ -54,6 +54,11 @@ type WorkerOptions struct {
 	// Prefetch is how many tasks a claim may take beyond the free handler
 	// slots (0: the default 4 x Concurrency; negative: none).
 	Prefetch int
+	// Claimers is how many claims per queue may be in flight at once
+	// (default 1). Each claim waits for chronoqd's commit, and chronoqd
+	// commits concurrent claims together, so short tasks flow faster with
+	// more; each claimer claims at most its share of the queue's slots.
+	Claimers int
 	// AckLinger is how long an outcome waits for a claim to ride on before
 	// it is sent alone to POST /v1/acks (default 5 ms).
 	AckLinger time.Duration
@@ -88,9 +93,12 @@ type registration struct {
 	max         int
 	concurrency int
 	limit       int // tasks (batches) claimed and unfinished, at most
-	running     int // guarded by Worker.mu
-	room        *sync.Cond
-	work        chan []*Lease
+	claimers    int // claim loops, each claiming at most limit/claimers
+	// running counts tasks (batches) claimed and unfinished, and the slots
+	// a claim in flight reserved (guarded by Worker.mu).
+	running int
+	room    *sync.Cond
+	work    chan []*Lease
 }
 
 type leaseKey struct {
@@ -186,6 +194,10 @@ func (w *Worker) add(r *registration) {
 	}
 	r.room = sync.NewCond(&w.mu)
 	r.work = make(chan []*Lease, r.limit+1)
+	r.claimers = w.opts.Claimers
+	if r.claimers < 1 {
+		r.claimers = 1
+	}
 	w.byQ[r.queue] = r
 	w.regs = append(w.regs, r)
 }
@@ -253,13 +265,21 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.slotLoop(hctx, r)
 			}()
 		}
+		var loops sync.WaitGroup
+		for i := 0; i < r.claimers; i++ {
+			loops.Add(1)
+			go func() {
+				defer loops.Done()
+				if err := w.claimLoop(innerCtx, r); err != nil {
+					fatalOnce.Do(func() { fatal = err })
+					innerCancel()
+				}
+			}()
+		}
 		claimers.Add(1)
 		go func() {
 			defer claimers.Done()
-			if err := w.claimLoop(innerCtx, r); err != nil {
-				fatalOnce.Do(func() { fatal = err })
-				innerCancel()
-			}
+			loops.Wait()
 			close(r.work)
 		}()
 	}
@@ -356,22 +376,41 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 			w.mu.Unlock()
 			return nil
 		}
-		room := r.limit - r.running
 		var wait time.Duration
 		if r.running < r.concurrency {
 			wait = w.opts.Wait
 		}
+		// Reserve the slots this claim may fill, so that claimers in flight
+		// together never claim past the limit.
+		reserved := r.limit - r.running
+		if share := (r.limit + r.claimers - 1) / r.claimers; reserved > share {
+			reserved = share
+		}
+		max := reserved
+		if r.batchFn != nil {
+			max, reserved = r.max, 1
+		}
+		r.running += reserved
 		acks := w.takeForClaim()
 		w.mu.Unlock()
 
-		max := room
-		if r.batchFn != nil {
-			max = r.max
-		}
 		// The claim is not cancelled by a stop: the tasks it leases run.
 		cctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout+wait)
 		res, err := w.c.Claim(cctx, r.queue, ClaimOptions{Max: max, Lease: w.opts.Lease, Wait: wait, Acks: acks})
 		cancel()
+		got := 0
+		if err == nil {
+			got = len(res.Tasks)
+			if r.batchFn != nil && got > 0 {
+				got = 1
+			}
+		}
+		if got < reserved {
+			w.mu.Lock()
+			r.running -= reserved - got
+			r.room.Broadcast()
+			w.mu.Unlock()
+		}
 		if err != nil {
 			w.putBack(acks)
 			if w.refusesFailures(err, acks) {
@@ -407,11 +446,9 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 			w.tracked[leaseKey{l.ID, l.Token}] = &tracked{lease: l, nextAt: next}
 		}
 		if r.batchFn != nil {
-			r.running++
 			w.mu.Unlock()
 			r.work <- res.Tasks
 		} else {
-			r.running += len(res.Tasks)
 			w.mu.Unlock()
 			for _, l := range res.Tasks {
 				r.work <- []*Lease{l}
@@ -449,7 +486,7 @@ func (w *Worker) slotLoop(ctx context.Context, r *registration) {
 		if r.batchFn == nil {
 			r.running -= len(leases) - 1
 		}
-		r.room.Signal()
+		r.room.Broadcast()
 		w.mu.Unlock()
 		w.poke()
 	}

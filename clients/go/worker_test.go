@@ -139,6 +139,41 @@ func TestC14WorkerKeyOrder(t *testing.T) {
 	}
 }
 
+// C14: several claimers per queue never claim past concurrency + prefetch,
+// and every task runs once.
+func TestC14WorkerClaimersStayWithinTheLimit(t *testing.T) {
+	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	const n = 20
+	var specs []chronoq.TaskSpec
+	for i := 0; i < n; i++ {
+		specs = append(specs, chronoq.TaskSpec{Queue: q, Payload: i})
+	}
+	_, err := c.EnqueueMany(ctx, specs)
+	must(t, err)
+	release := make(chan struct{})
+	var ran int64
+	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Concurrency: 1, Prefetch: 3, Claimers: 4,
+		Wait: 500 * time.Millisecond})
+	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
+		<-release
+		atomic.AddInt64(&ran, 1)
+		return nil
+	})
+	runWorker(t, w)
+	// 1 running + 3 prefetched: the four claimers together stop there.
+	waitFor(t, "4 tasks to be claimed", func() bool { return w.Stats().Claimed >= 4 })
+	page, err := c.List(ctx, chronoq.ListOptions{Queue: q, State: chronoq.StateRunning, Limit: 100})
+	must(t, err)
+	if got := w.Stats().Claimed; got != 4 || len(page.Tasks) != 4 {
+		t.Fatalf("claimed %d (chronoqd shows %d running), want 4: the claimers passed the limit", got, len(page.Tasks))
+	}
+	close(release)
+	waitFor(t, fmt.Sprintf("%d tasks to be acknowledged", n), func() bool { return w.Stats().Succeeded == n })
+	if got := atomic.LoadInt64(&ran); got != n {
+		t.Fatalf("%d handler runs for %d tasks", got, n)
+	}
+}
+
 // C14: a batch handler reports per-item results in one request.
 func TestC14WorkerBatchHandler(t *testing.T) {
 	c, ctx, q := newClient(t), testCtx(t), newQueue(t)

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,16 +25,30 @@ func main() {
 	n := flag.Int("n", 50000, "tasks")
 	concurrency := flag.Int("concurrency", 8, "handler goroutines")
 	prefetch := flag.Int("prefetch", 256, "tasks claimed beyond the free handlers")
+	claimers := flag.Int("claimers", 1, "claims in flight at once")
 	queue := flag.String("queue", fmt.Sprintf("bench-w2-%d", time.Now().UnixNano()), "queue")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
-	if err := run(*url, *queue, *n, *concurrency, *prefetch, *timeout); err != nil {
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chronoq-go-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(*url, *queue, *n, *concurrency, *prefetch, *claimers, *timeout); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "chronoq-go-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url, queue string, n, concurrency, prefetch int, timeout time.Duration) error {
+func run(url, queue string, n, concurrency, prefetch, claimers int, timeout time.Duration) error {
 	c, err := chronoq.New([]string{url})
 	if err != nil {
 		return err
@@ -52,7 +67,8 @@ func run(url, queue string, n, concurrency, prefetch int, timeout time.Duration)
 
 	var firstClaim atomic.Value // time.Time
 	var handled int64
-	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Concurrency: concurrency, Prefetch: prefetch, Wait: time.Second})
+	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Concurrency: concurrency, Prefetch: prefetch, Claimers: claimers,
+		Wait: time.Second})
 	w.Handle(queue, func(ctx context.Context, l *chronoq.Lease) error {
 		if firstClaim.Load() == nil {
 			firstClaim.CompareAndSwap(nil, time.Now())
@@ -98,6 +114,7 @@ func run(url, queue string, n, concurrency, prefetch int, timeout time.Duration)
 		"tasks":         n,
 		"concurrency":   concurrency,
 		"prefetch":      prefetch,
+		"claimers":      claimers,
 		"tasks_per_s":   int64(float64(n) / secs),
 		"drain_s":       secs,
 		"enqueue_s":     enqueueS,
