@@ -3,7 +3,6 @@ package chronoq_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,15 +15,7 @@ import (
 var server *testserver.Server
 
 func TestMain(m *testing.M) {
-	s, err := testserver.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting chronoqd:", err)
-		os.Exit(1)
-	}
-	server = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
+	testserver.Main(m, &server)
 }
 
 // deadline is how long any wait of a test may take (chronoqd may run under

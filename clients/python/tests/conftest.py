@@ -31,7 +31,8 @@ sys.path.insert(0, str(PACKAGE_ROOT))
 
 from chronoq import Client  # noqa: E402
 
-DEFAULT_CHRONOQD = "/work/main/build/dev/src/server/chronoqd"
+# The checkout's developer build (build/dev, see the top-level Makefile).
+DEFAULT_CHRONOQD = str(PACKAGE_ROOT.parents[1] / "build" / "dev" / "src" / "server" / "chronoqd")
 
 
 def wait_for(cond: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:

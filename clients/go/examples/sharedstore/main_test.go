@@ -32,15 +32,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	s, err := testserver.Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting chronoqd:", err)
-		os.Exit(1)
-	}
-	server = s
-	code := m.Run()
-	s.Stop()
-	os.Exit(code)
+	testserver.Main(m, &server)
 }
 
 var server *testserver.Server

@@ -9,14 +9,35 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
-// DefaultBinary is the chronoqd used when $CHRONOQD is not set.
-const DefaultBinary = "/work/main/build/dev/src/server/chronoqd"
+// DefaultBinary is the chronoqd used when $CHRONOQD is not set: the
+// checkout's developer build (build/dev, see the top-level Makefile).
+func DefaultBinary() string {
+	_, file, _, _ := runtime.Caller(0) // .../clients/go/internal/testserver/testserver.go
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+	return filepath.Join(root, "build", "dev", "src", "server", "chronoqd")
+}
+
+// Main starts chronoqd, runs the package's tests with *server set to it,
+// stops it and exits with the tests' status: a test package's TestMain.
+func Main(m *testing.M, server **Server) {
+	s, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting chronoqd:", err)
+		os.Exit(1)
+	}
+	*server = s
+	code := m.Run()
+	s.Stop()
+	os.Exit(code)
+}
 
 // Server is a running chronoqd.
 type Server struct {
@@ -41,7 +62,7 @@ func Start() (*Server, error) { return StartWithToken("") }
 func StartWithToken(token string) (*Server, error) {
 	bin := os.Getenv("CHRONOQD")
 	if bin == "" {
-		bin = DefaultBinary
+		bin = DefaultBinary()
 	}
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("chronoqd not found at %s (set CHRONOQD): %v", bin, err)

@@ -34,7 +34,13 @@ final class Chronoqd implements AutoCloseable {
 
     static String binary() {
         String b = System.getenv("CHRONOQD");
-        return b == null || b.isEmpty() ? "/work/main/build/dev/src/server/chronoqd" : b;
+        if (b != null && !b.isEmpty()) return b;
+        // The checkout's developer build (build/dev): the nearest one above the working directory.
+        for (Path dir = Path.of("").toAbsolutePath(); dir != null; dir = dir.getParent()) {
+            Path candidate = dir.resolve("build/dev/src/server/chronoqd");
+            if (Files.isExecutable(candidate)) return candidate.toString();
+        }
+        return "build/dev/src/server/chronoqd";
     }
 
     static int freePort() throws IOException {
