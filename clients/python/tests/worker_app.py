@@ -14,7 +14,10 @@ from chronoq import Client, Lease, Worker
 
 def make_worker() -> Worker:
     app_dir = Path(os.environ["APP_DIR"])
-    worker = Worker(Client(timeout=10), concurrency=1, wait=1000, lease=2000)
+    # No prefetch: once its one task runs, no claim is in flight, so a task
+    # enqueued after SIGTERM is never claimed (with prefetch, a claim sent
+    # before the signal may still bring one back, and it would run).
+    worker = Worker(Client(timeout=10), concurrency=1, prefetch=0, wait=1000, lease=2000)
 
     @worker.handler(os.environ["APP_QUEUE"])
     def handle(task: Lease) -> None:
