@@ -80,6 +80,9 @@ func (c *Client) Close() { c.t.http.CloseIdleConnections() }
 
 func seg(s string) string { return url.PathEscape(s) }
 
+// answerDecoder is an answer with its own decoding (a fast path).
+type answerDecoder interface{ decodeAnswer(body []byte) error }
+
 // call sends a request and decodes a 2xx answer's JSON into out (if not nil).
 func (c *Client) call(ctx context.Context, req *request, out any) error {
 	ans, err := c.t.send(ctx, req)
@@ -89,7 +92,15 @@ func (c *Client) call(ctx context.Context, req *request, out any) error {
 	if out == nil || len(ans.body) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(ans.body, out); err != nil {
+	// The decoders copy what they keep (encoding/json does; the fast path
+	// copies the payloads), so the buffer can serve the next answer.
+	defer release(ans.body)
+	if d, ok := out.(answerDecoder); ok {
+		err = d.decodeAnswer(ans.body)
+	} else {
+		err = json.Unmarshal(ans.body, out)
+	}
+	if err != nil {
 		return &Error{Code: "internal", Status: ans.status, Node: ans.node,
 			Message: fmt.Sprintf("%s: answer is not the expected JSON: %v", ans.node, err)}
 	}
@@ -311,19 +322,24 @@ func (c *Client) Claim(ctx context.Context, queue string, opts ClaimOptions) (*C
 	if max <= 0 {
 		max = 1
 	}
-	body := map[string]any{"max": max}
+	body := make([]byte, 0, 64+64*len(opts.Acks))
+	body = append(body, `{"max":`...)
+	body = strconv.AppendInt(body, int64(max), 10)
 	if opts.Lease > 0 {
-		body["lease_ms"] = opts.Lease.Milliseconds()
+		body = append(body, `,"lease_ms":`...)
+		body = strconv.AppendInt(body, opts.Lease.Milliseconds(), 10)
 	}
 	if opts.Wait > 0 {
-		body["wait_ms"] = opts.Wait.Milliseconds()
+		body = append(body, `,"wait_ms":`...)
+		body = strconv.AppendInt(body, opts.Wait.Milliseconds(), 10)
 	}
 	if len(opts.Acks) > 0 {
-		body["acks"] = opts.Acks
+		body = appendAcks(append(body, ','), opts.Acks)
 	}
+	body = append(body, '}')
 	var out ClaimResult
 	err := c.call(ctx, &request{method: "POST", path: "/v1/queues/" + seg(queue) + "/claim", body: body,
-		resend: true, extra: opts.Wait}, &out)
+		resend: true, extra: opts.Wait}, &claimAnswer{out: &out, max: max, acks: opts.Acks})
 	if err != nil {
 		return nil, err
 	}
@@ -371,8 +387,10 @@ func (c *Client) AckMany(ctx context.Context, items []AckItem) ([]AckResult, err
 		var out struct {
 			Results []AckResult `json:"results"`
 		}
-		if err := c.call(ctx, &request{method: "POST", path: "/v1/acks",
-			body: map[string]any{"acks": items[off:end]}, resend: true}, &out); err != nil {
+		body := appendAcks(append(make([]byte, 0, 16+64*(end-off)), '{'), items[off:end])
+		body = append(body, '}')
+		if err := c.call(ctx, &request{method: "POST", path: "/v1/acks", body: body, resend: true},
+			&out); err != nil {
 			return results, err
 		}
 		results = append(results, out.Results...)

@@ -236,16 +236,7 @@ func Failure(l *Lease, message string, retryIn time.Duration) AckItem {
 }
 
 // MarshalJSON encodes the item as an entry of acks.
-func (a AckItem) MarshalJSON() ([]byte, error) {
-	m := map[string]any{"id": a.ID, "token": a.Token}
-	if a.Failure || a.Error != "" {
-		m["error"] = a.Error
-		if a.RetryIn > 0 {
-			m["retry_in_ms"] = a.RetryIn.Milliseconds()
-		}
-	}
-	return json.Marshal(m)
-}
+func (a AckItem) MarshalJSON() ([]byte, error) { return appendAck(nil, a), nil }
 
 // AckResult is the result of one outcome.
 type AckResult struct {
@@ -257,20 +248,27 @@ type AckResult struct {
 	Err *Error
 }
 
-// UnmarshalJSON decodes {id, ok, error?}.
-func (r *AckResult) UnmarshalJSON(data []byte) error {
-	var raw struct {
-		ID    string     `json:"id"`
-		OK    bool       `json:"ok"`
-		Error *errorBody `json:"error"`
-	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return err
-	}
+// ackResultJSON is an AckResult as chronoqd writes it.
+type ackResultJSON struct {
+	ID    string     `json:"id"`
+	OK    bool       `json:"ok"`
+	Error *errorBody `json:"error"`
+}
+
+func (raw *ackResultJSON) into(r *AckResult) {
 	r.ID, r.OK = raw.ID, raw.OK
 	if !raw.OK {
 		r.Err = errorFromJSON(raw.Error, 0, "")
 	}
+}
+
+// UnmarshalJSON decodes {id, ok, error?}.
+func (r *AckResult) UnmarshalJSON(data []byte) error {
+	var raw ackResultJSON
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	raw.into(r)
 	return nil
 }
 
