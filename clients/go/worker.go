@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,11 +93,46 @@ type registration struct {
 	concurrency int
 	limit       int // tasks (batches) claimed and unfinished, at most
 	claimers    int // claim loops, each claiming at most limit/claimers
+	// minClaim is the free slots worth a claim while every handler is busy
+	// (half a claimer's share: fewer, larger claims).
+	minClaim int
 	// running counts tasks (batches) claimed and unfinished, and the slots
 	// a claim in flight reserved (guarded by Worker.mu).
 	running int
 	room    *sync.Cond
-	work    chan []*Lease
+	// Claimed work waiting for a handler (guarded by Worker.mu): tasks for
+	// a Handler, batches for a BatchHandler; ready signals more, or done.
+	tasks   []*Lease
+	batches [][]*Lease
+	done    bool // the claimers have stopped: no more work comes
+	ready   *sync.Cond
+}
+
+// nextWork takes the next claimed work (under Worker.mu): one task, or one
+// batch; false when there is none.
+func (r *registration) nextWork() ([]*Lease, bool) {
+	if len(r.batches) > 0 {
+		b := r.batches[0]
+		r.batches[0] = nil
+		r.batches = r.batches[1:]
+		return b, true
+	}
+	if len(r.tasks) > 0 {
+		t := r.tasks[0:1:1]
+		r.tasks = r.tasks[1:]
+		if len(r.tasks) == 0 {
+			r.tasks = nil
+		}
+		return t, true
+	}
+	return nil, false
+}
+
+// wantsClaim says whether a claim is worth sending (under Worker.mu): a
+// handler is idle, or minClaim slots are free and the queue was not found
+// drained (then only an idle handler sends a long poll).
+func (r *registration) wantsClaim(drained bool) bool {
+	return r.running < r.concurrency || (!drained && r.limit-r.running >= r.minClaim)
 }
 
 type leaseKey struct {
@@ -112,10 +146,13 @@ type tracked struct {
 }
 
 // Worker claims tasks of its queues and runs their handlers: one claiming
-// goroutine per queue claims as many tasks as it has free handler slots
-// plus a prefetch, long-polling only while a slot is free; outcomes of
-// finished tasks ride on the next claim (or go to POST /v1/acks after
-// AckLinger); running tasks' leases are extended every third of the lease.
+// goroutine per queue (Claimers) claims as many tasks as it has free
+// handler slots plus a prefetch, long-polling only while a slot is free;
+// while every handler is busy it waits until half its share of the slots
+// is free, so that claims stay large. Outcomes of finished tasks ride on
+// the next claim (or go to POST /v1/acks after AckLinger, or at once when
+// every claim is waiting for its answer); running tasks' leases are
+// extended every third of the lease.
 // A key's tasks run in order, since chronoqd hands out a key's next task
 // only once the previous one is acknowledged.
 type Worker struct {
@@ -126,15 +163,15 @@ type Worker struct {
 
 	mu       sync.Mutex
 	pending  []AckItem
-	tracked  map[leaseKey]*tracked
+	tracked  map[leaseKey]tracked
 	stopping bool
 	started  bool
-	kick     chan struct{}
+	// claimLoops counts the claim loops; inFlight, those waiting for an
+	// answer (an outcome lingers only if a loop may claim soon).
+	claimLoops, inFlight int
+	kick                 chan struct{}
 
 	stats WorkerStats
-	// failuresInAcks: whether chronoqd takes failures in acks (0: not
-	// known yet, 1: yes, -1: no, an older chronoqd).
-	failuresInAcks int32
 }
 
 // NewWorker returns a Worker of c; register handlers, then Run it.
@@ -157,7 +194,7 @@ func NewWorker(c *Client, opts WorkerOptions) *Worker {
 	if opts.Logger == nil {
 		opts.Logger = log.Default()
 	}
-	return &Worker{c: c, opts: opts, byQ: map[string]*registration{}, tracked: map[leaseKey]*tracked{},
+	return &Worker{c: c, opts: opts, byQ: map[string]*registration{}, tracked: map[leaseKey]tracked{},
 		kick: make(chan struct{}, 1)}
 }
 
@@ -193,10 +230,14 @@ func (w *Worker) add(r *registration) {
 		panic(fmt.Sprintf("chronoq: queue %q already has a handler", r.queue))
 	}
 	r.room = sync.NewCond(&w.mu)
-	r.work = make(chan []*Lease, r.limit+1)
+	r.ready = sync.NewCond(&w.mu)
 	r.claimers = w.opts.Claimers
 	if r.claimers < 1 {
 		r.claimers = 1
+	}
+	r.minClaim = (r.limit + r.claimers - 1) / r.claimers / 2
+	if r.minClaim < 1 {
+		r.minClaim = 1
 	}
 	w.byQ[r.queue] = r
 	w.regs = append(w.regs, r)
@@ -266,10 +307,18 @@ func (w *Worker) Run(ctx context.Context) error {
 			}()
 		}
 		var loops sync.WaitGroup
+		w.mu.Lock()
+		w.claimLoops += r.claimers
+		w.mu.Unlock()
 		for i := 0; i < r.claimers; i++ {
 			loops.Add(1)
 			go func() {
 				defer loops.Done()
+				defer func() {
+					w.mu.Lock()
+					w.claimLoops--
+					w.mu.Unlock()
+				}()
 				if err := w.claimLoop(innerCtx, r); err != nil {
 					fatalOnce.Do(func() { fatal = err })
 					innerCancel()
@@ -280,7 +329,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			defer claimers.Done()
 			loops.Wait()
-			close(r.work)
+			w.mu.Lock()
+			r.done = true
+			r.ready.Broadcast()
+			w.mu.Unlock()
 		}()
 	}
 	bgDone := make(chan struct{})
@@ -297,46 +349,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	return fatal
 }
 
-// takeForClaim takes the outcomes a claim may carry: all of them, or only
-// the successes against a chronoqd that does not take failures in acks.
-func (w *Worker) takeForClaim() []AckItem {
-	if atomic.LoadInt32(&w.failuresInAcks) >= 0 {
-		return w.takePending()
-	}
-	var take, keep []AckItem
-	for _, it := range w.pending {
-		if !it.Failure && len(take) < MaxBatch {
-			take = append(take, it)
-		} else {
-			keep = append(keep, it)
-		}
-	}
-	w.pending = keep
-	if len(keep) > 0 {
-		w.poke()
-	}
-	return take
-}
-
-var failureField = regexp.MustCompile(`^acks\[\d+\]\.(error|retry_in_ms)$`)
-
-// refusesFailures notes a chronoqd too old to take failures in acks: a 400
-// naming acks[i].error or acks[i].retry_in_ms for items holding a failure.
-func (w *Worker) refusesFailures(err error, items []AckItem) bool {
-	var e *Error
-	if !errors.As(err, &e) || e.Code != "invalid_argument" || !failureField.MatchString(e.Field) {
-		return false
-	}
-	for _, it := range items {
-		if it.Failure {
-			atomic.StoreInt32(&w.failuresInAcks, -1)
-			w.opts.Logger.Printf("chronoq: chronoqd does not take failures in acks; sending them to /fail")
-			return true
-		}
-	}
-	return false
-}
-
+// takePending takes the outcomes a request may carry (at most MaxBatch).
 func (w *Worker) takePending() []AckItem {
 	n := len(w.pending)
 	if n > MaxBatch {
@@ -369,7 +382,7 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 	drained := false
 	for {
 		w.mu.Lock()
-		for !w.stopping && (r.running >= r.limit || (drained && r.running >= r.concurrency)) {
+		for !w.stopping && !r.wantsClaim(drained) {
 			r.room.Wait()
 		}
 		if w.stopping {
@@ -391,13 +404,17 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 			max, reserved = r.max, 1
 		}
 		r.running += reserved
-		acks := w.takeForClaim()
+		acks := w.takePending()
+		w.inFlight++
 		w.mu.Unlock()
 
 		// The claim is not cancelled by a stop: the tasks it leases run.
 		cctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout+wait)
 		res, err := w.c.Claim(cctx, r.queue, ClaimOptions{Max: max, Lease: w.opts.Lease, Wait: wait, Acks: acks})
 		cancel()
+		w.mu.Lock()
+		w.inFlight--
+		w.mu.Unlock()
 		got := 0
 		if err == nil {
 			got = len(res.Tasks)
@@ -413,9 +430,6 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 		}
 		if err != nil {
 			w.putBack(acks)
-			if w.refusesFailures(err, acks) {
-				continue
-			}
 			if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) {
 				w.opts.Logger.Printf("chronoq: claim on %s failed (retrying in %v): %v", r.queue, backoff, err)
 				select {
@@ -443,17 +457,15 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 		next := time.Now().Add(w.opts.Lease / 3)
 		w.mu.Lock()
 		for _, l := range res.Tasks {
-			w.tracked[leaseKey{l.ID, l.Token}] = &tracked{lease: l, nextAt: next}
+			w.tracked[leaseKey{l.ID, l.Token}] = tracked{lease: l, nextAt: next}
 		}
 		if r.batchFn != nil {
-			w.mu.Unlock()
-			r.work <- res.Tasks
+			r.batches = append(r.batches, res.Tasks)
 		} else {
-			w.mu.Unlock()
-			for _, l := range res.Tasks {
-				r.work <- []*Lease{l}
-			}
+			r.tasks = append(r.tasks, res.Tasks...)
 		}
+		r.ready.Broadcast()
+		w.mu.Unlock()
 	}
 }
 
@@ -474,21 +486,39 @@ func (w *Worker) checkResults(items []AckItem, results []AckResult) {
 	}
 }
 
+// slotLoop runs claimed work, one task (batch) at a time, until the
+// claimers have stopped and no work is left.
 func (w *Worker) slotLoop(ctx context.Context, r *registration) {
-	for leases := range r.work {
-		items := w.run(ctx, r, leases)
+	var items []AckItem
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for {
+		leases, ok := r.nextWork()
+		if !ok {
+			if r.done {
+				return
+			}
+			r.ready.Wait()
+			continue
+		}
+		w.mu.Unlock()
+		items = w.run(ctx, r, leases, items[:0])
 		w.mu.Lock()
 		for _, l := range leases {
 			delete(w.tracked, leaseKey{l.ID, l.Token})
 		}
+		kick := len(w.pending) == 0 // else a flush is already coming
 		w.pending = append(w.pending, items...)
 		r.running--
 		if r.batchFn == nil {
 			r.running -= len(leases) - 1
 		}
-		r.room.Broadcast()
-		w.mu.Unlock()
-		w.poke()
+		if r.wantsClaim(false) {
+			r.room.Broadcast()
+		}
+		if kick {
+			w.poke()
+		}
 	}
 }
 
@@ -510,11 +540,14 @@ func failureOf(l *Lease, err error) AckItem {
 	return AckItem{ID: l.ID, Token: l.Token, Failure: true, Error: text, RetryIn: delay}
 }
 
-func (w *Worker) run(ctx context.Context, r *registration, leases []*Lease) (items []AckItem) {
+// run runs a handler on leases and appends their outcomes to items.
+func (w *Worker) run(ctx context.Context, r *registration, leases []*Lease, buf []AckItem) (items []AckItem) {
+	items = buf
+	start := len(items)
 	defer func() {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("panic: %v", p)
-			items = items[:0]
+			items = items[:start]
 			for _, l := range leases {
 				items = append(items, failureOf(l, err))
 			}
@@ -523,9 +556,9 @@ func (w *Worker) run(ctx context.Context, r *registration, leases []*Lease) (ite
 	if r.batchFn == nil {
 		l := leases[0]
 		if err := r.fn(ctx, l); err != nil {
-			return []AckItem{failureOf(l, err)}
+			return append(items, failureOf(l, err))
 		}
-		return []AckItem{Ack(l)}
+		return append(items, Ack(l))
 	}
 	errs := r.batchFn(ctx, leases)
 	if errs != nil && len(errs) != len(leases) {
@@ -548,44 +581,12 @@ func (w *Worker) run(ctx context.Context, r *registration, leases []*Lease) (ite
 func (w *Worker) send(items []AckItem) error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout)
 	defer cancel()
-	if atomic.LoadInt32(&w.failuresInAcks) >= 0 {
-		results, err := w.c.AckMany(ctx, items)
-		if err == nil {
-			atomic.AddInt64(&w.stats.AckRequests, 1)
-			w.checkResults(items, results)
-			return nil
-		}
-		if !w.refusesFailures(err, items) {
-			return err
-		}
-	}
-	// An older chronoqd: failures one by one, then the successes together.
-	var oks []AckItem
-	for _, it := range items {
-		if !it.Failure {
-			oks = append(oks, it)
-			continue
-		}
-		err := w.c.Fail(ctx, it.ID, it.Token, it.Error, it.RetryIn)
-		switch {
-		case err == nil:
-			atomic.AddInt64(&w.stats.Failed, 1)
-		case errors.Is(err, ErrStaleToken) || errors.Is(err, ErrInvalidArgument):
-			atomic.AddInt64(&w.stats.Refused, 1)
-			w.opts.Logger.Printf("chronoq: task %s: chronoqd refused its failure: %v", it.ID, err)
-		default:
-			return err
-		}
-	}
-	if len(oks) == 0 {
-		return nil
-	}
-	results, err := w.c.AckMany(ctx, oks)
+	results, err := w.c.AckMany(ctx, items)
 	if err != nil {
 		return err
 	}
 	atomic.AddInt64(&w.stats.AckRequests, 1)
-	w.checkResults(oks, results)
+	w.checkResults(items, results)
 	return nil
 }
 
@@ -597,11 +598,17 @@ func (w *Worker) flushLoop(done <-chan struct{}) {
 			return
 		case <-w.kick:
 		}
-		// Give a claim about to be sent the chance to carry the outcomes.
-		select {
-		case <-done:
-			return
-		case <-time.After(w.opts.AckLinger):
+		// Give a claim about to be sent the chance to carry the outcomes
+		// (none is when every claim loop waits for an answer).
+		w.mu.Lock()
+		linger := w.inFlight < w.claimLoops
+		w.mu.Unlock()
+		if linger {
+			select {
+			case <-done:
+				return
+			case <-time.After(w.opts.AckLinger):
+			}
 		}
 		w.mu.Lock()
 		items := w.takePending()
@@ -683,16 +690,16 @@ func (w *Worker) extendLoop(done <-chan struct{}) {
 		case <-t.C:
 		}
 		now := time.Now()
-		var due []*tracked
+		var due []*Lease
 		w.mu.Lock()
 		for _, tr := range w.tracked {
 			if !tr.nextAt.After(now) {
-				due = append(due, tr)
+				due = append(due, tr.lease)
 			}
 		}
 		w.mu.Unlock()
-		for _, tr := range due {
-			k := leaseKey{tr.lease.ID, tr.lease.Token}
+		for _, l := range due {
+			k := leaseKey{l.ID, l.Token}
 			w.mu.Lock()
 			_, still := w.tracked[k]
 			w.mu.Unlock()
@@ -700,23 +707,30 @@ func (w *Worker) extendLoop(done <-chan struct{}) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout)
-			_, err := w.c.Extend(ctx, tr.lease.ID, tr.lease.Token, w.opts.Lease)
+			_, err := w.c.Extend(ctx, l.ID, l.Token, w.opts.Lease)
 			cancel()
-			w.mu.Lock()
+			next := time.Now().Add(w.opts.Lease / 3)
 			switch {
 			case err == nil:
 				atomic.AddInt64(&w.stats.Extensions, 1)
-				tr.nextAt = time.Now().Add(w.opts.Lease / 3)
 			case errors.Is(err, ErrStaleToken):
 				atomic.AddInt64(&w.stats.LeasesLost, 1)
-				w.opts.Logger.Printf("chronoq: task %s: lease lost, it may run elsewhere too: %v", tr.lease.ID, err)
-				delete(w.tracked, k)
+				w.opts.Logger.Printf("chronoq: task %s: lease lost, it may run elsewhere too: %v", l.ID, err)
 			default:
 				retry := w.opts.Lease / 3
 				if retry > time.Second {
 					retry = time.Second
 				}
-				tr.nextAt = time.Now().Add(retry)
+				next = time.Now().Add(retry)
+			}
+			w.mu.Lock()
+			if tr, ok := w.tracked[k]; ok {
+				if errors.Is(err, ErrStaleToken) {
+					delete(w.tracked, k)
+				} else {
+					tr.nextAt = next
+					w.tracked[k] = tr
+				}
 			}
 			w.mu.Unlock()
 		}

@@ -1,16 +1,9 @@
 package chronoq_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -317,50 +310,5 @@ func TestC14WorkerStopsOnABadQueue(t *testing.T) {
 		}
 	case <-time.After(deadline):
 		t.Fatal("timed out waiting for the worker to stop on a bad queue name")
-	}
-}
-
-// C14: against a chronoqd that refuses failures in acks (an older one,
-// played by a proxy), the worker sends failures to /fail instead.
-func TestC14WorkerFallsBackToFailForAnOlderServer(t *testing.T) {
-	target, err := url.Parse(server.URL)
-	must(t, err)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var refused int64
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if (strings.HasSuffix(r.URL.Path, "/claim") || r.URL.Path == "/v1/acks") && bytes.Contains(body, []byte(`"error":`)) {
-			atomic.AddInt64(&refused, 1)
-			w.WriteHeader(400)
-			_, _ = w.Write([]byte(`{"error":{"code":"invalid_argument","message":"acks[0].error: unknown field","field":"acks[0].error"}}`))
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		proxy.ServeHTTP(w, r)
-	}))
-	defer old.Close()
-	c, err := chronoq.New([]string{old.URL})
-	must(t, err)
-	ctx, q := testCtx(t), newQueue(t)
-	good, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: "ok"})
-	must(t, err)
-	bad, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: "fail", MaxAttempts: 1})
-	must(t, err)
-	w := chronoq.NewWorker(c, workerOpts(2))
-	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
-		var p string
-		if err := l.Decode(&p); err != nil {
-			return err
-		}
-		if p == "fail" {
-			return errors.New("old server failure")
-		}
-		return nil
-	})
-	runWorker(t, w)
-	waitState(t, c, good.ID, chronoq.StateSucceeded)
-	d := waitState(t, c, bad.ID, chronoq.StateDead)
-	if d.LastError == nil || *d.LastError != "old server failure" || atomic.LoadInt64(&refused) == 0 {
-		t.Fatalf("last_error %v, refused %d", d.LastError, refused)
 	}
 }
