@@ -192,9 +192,6 @@ public final class ChronoqWorker implements AutoCloseable {
     private final Stats stats = new Stats();
     private final Object outcomeSignal = new Object();
     private final CountDownLatch stopped = new CountDownLatch(1);
-    /** False once chronoqd refused a failure inside acks (an older chronoqd): failures then go one by one. */
-    private volatile boolean failuresInAcks = true;
-    private static final java.util.regex.Pattern FAILURE_FIELD = java.util.regex.Pattern.compile("^acks\\[\\d+\\]\\.(error|retry_in_ms)$");
     private volatile boolean started;
     private volatile boolean stopping;
     private volatile boolean flusherStop;
@@ -355,7 +352,6 @@ public final class ChronoqWorker implements AutoCloseable {
                 slotFree = reg.running < reg.concurrency;
             }
             List<AckItem> acks = drain(reg);
-            if (!failuresInAcks) acks = sendFailuresAlone(reg, acks);
             Duration w = slotFree ? wait : Duration.ZERO;
             ClaimResult res;
             try {
@@ -363,9 +359,7 @@ public final class ChronoqWorker implements AutoCloseable {
                 errors = 0;
             } catch (RuntimeException e) {
                 if (!acks.isEmpty()) {
-                    if (refusesFailures(e)) {
-                        requeue(reg, acks);
-                    } else if (e instanceof InvalidArgumentException) {
+                    if (refusesOutcomes(e)) {
                         LOG.warning("chronoqd refused outcomes of " + reg.queue + ": " + e);
                     } else {
                         requeue(reg, acks);
@@ -466,14 +460,7 @@ public final class ChronoqWorker implements AutoCloseable {
             stats.failed.addAndGet(tasks.size());
         }
         for (Task t : tasks) tracked.remove(t.id(), t);
-        try {
-            report(reg, out);
-        } catch (InvalidArgumentException e) {
-            LOG.warning("chronoqd refused the outcomes of a batch of " + reg.queue + ": " + e);
-        } catch (RuntimeException e) {
-            LOG.warning("could not report a batch of " + reg.queue + " (will retry): " + e);
-            addOutcome(reg, out);
-        }
+        reportOrRequeue(reg, out);
         synchronized (reg) {
             reg.running--;
             reg.inFlight--;
@@ -511,51 +498,29 @@ public final class ChronoqWorker implements AutoCloseable {
         synchronized (outcomeSignal) { outcomeSignal.notifyAll(); }
     }
 
-    private static boolean refusesFailures(RuntimeException e) {
+    /** Whether a refused request was refused for its outcomes (a field of {@code acks}), not for the rest. */
+    private static boolean refusesOutcomes(RuntimeException e) {
         return e instanceof InvalidArgumentException && ((InvalidArgumentException) e).field() != null
-                && FAILURE_FIELD.matcher(((InvalidArgumentException) e).field()).matches();
+                && ((InvalidArgumentException) e).field().startsWith("acks");
     }
 
-    /** Reports outcomes in one POST /v1/acks (failures one by one to an older chronoqd). */
-    private void report(Registration reg, List<AckItem> items) {
-        if (!failuresInAcks) items = sendFailuresAlone(reg, items);
-        if (items.isEmpty()) return;
+    /**
+     * Reports outcomes in one POST /v1/acks; false if they could not be sent, and are back at the head of the
+     * queue's outcomes (outcomes chronoqd refuses are logged and dropped: sending them again would not help).
+     */
+    private boolean reportOrRequeue(Registration reg, List<AckItem> items) {
         try {
             stats.ackRequests.incrementAndGet();
             countResults(client.ackMany(items));
+            return true;
+        } catch (InvalidArgumentException e) {
+            LOG.warning("chronoqd refused outcomes of " + reg.queue + ": " + e);
+            return true;
         } catch (RuntimeException e) {
-            if (!refusesFailures(e)) throw e;
-            LOG.info("chronoqd takes no failures in acks: sending them one by one");
-            failuresInAcks = false;
-            List<AckItem> rest = sendFailuresAlone(reg, items);
-            if (!rest.isEmpty()) {
-                stats.ackRequests.incrementAndGet();
-                countResults(client.ackMany(rest));
-            }
+            LOG.warning("could not report outcomes of " + reg.queue + " (will retry): " + e);
+            requeue(reg, items);
+            return false;
         }
-    }
-
-    /** Sends the failures among {@code items} by POST /v1/tasks/{id}/fail; returns the successes. */
-    private List<AckItem> sendFailuresAlone(Registration reg, List<AckItem> items) {
-        List<AckItem> successes = new ArrayList<>();
-        List<AckItem> retry = new ArrayList<>();
-        for (AckItem a : items) {
-            if (a.error() == null) {
-                successes.add(a);
-                continue;
-            }
-            try {
-                client.fail(a.id(), a.token(), a.error(), a.retryIn());
-            } catch (StaleTokenException e) {
-                stats.refused.incrementAndGet();
-            } catch (InvalidArgumentException e) {
-                LOG.warning("chronoqd refused the failure of " + a.id() + ": " + e);
-            } catch (RuntimeException e) {
-                retry.add(a);
-            }
-        }
-        if (!retry.isEmpty()) requeue(reg, retry);
-        return successes;
     }
 
     private static List<AckItem> drain(Registration reg) {
@@ -603,13 +568,7 @@ public final class ChronoqWorker implements AutoCloseable {
             while (true) {
                 List<AckItem> items = drain(reg);
                 if (items.isEmpty()) break;
-                try {
-                    report(reg, items);
-                } catch (InvalidArgumentException e) {
-                    LOG.warning("chronoqd refused outcomes of " + reg.queue + ": " + e);
-                } catch (RuntimeException e) {
-                    LOG.warning("could not report outcomes of " + reg.queue + " (will retry): " + e);
-                    requeue(reg, items);
+                if (!reportOrRequeue(reg, items)) {
                     ok = false;
                     break;
                 }
