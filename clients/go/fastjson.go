@@ -44,6 +44,9 @@ type jsonReader struct {
 	queue, state string
 	// leaseUntil holds the leases' lease ends (one allocation for all)
 	leaseUntil []time.Time
+	// id is the last lease id read, until finishLeases makes it a string
+	// (one allocation for all the ids)
+	id []byte
 	// acks are the outcomes whose results are read: a result's id is
 	// most likely its item's, whose string it then shares.
 	acks []AckItem
@@ -374,13 +377,15 @@ func (r *jsonReader) unknown(key []byte, known []string) bool {
 var leaseKeys = []string{"id", "queue", "key", "payload", "run_at", "attempt", "max_attempts", "state",
 	"priority", "last_error", "last_response", "lease_until", "target", "created_at", "updated_at", "token"}
 
-// lease reads one lease (a task with its token) into l.
+// lease reads one lease (a task with its token) into l, but for its id
+// (left in r.id).
 func (r *jsonReader) lease(l *Lease) bool {
+	r.id = nil
 	return r.object(func(key []byte) bool {
 		var ok bool
 		switch string(key) {
 		case "id":
-			l.ID, ok = r.string()
+			r.id, ok = r.rawString()
 		case "queue":
 			l.Queue, ok = r.repeated(&r.queue)
 		case "key":
@@ -468,22 +473,37 @@ func (r *jsonReader) ackResult(a *AckResult, index int) bool {
 	return done
 }
 
-// copyPayloads copies the leases' payloads, which point into the answer's
-// buffer, into one allocation.
-func copyPayloads(leases []Lease) {
+// finishLeases gives the leases their ids, from one string, and copies
+// their payloads, which point into the answer's buffer, into one slice.
+func finishLeases(leases []Lease, ids [][]byte) {
+	var b strings.Builder
 	total := 0
+	for _, id := range ids {
+		total += len(id)
+	}
+	b.Grow(total)
+	for _, id := range ids {
+		b.Write(id)
+	}
+	all, off := b.String(), 0
+	for i, id := range ids {
+		leases[i].ID = all[off : off+len(id)]
+		off += len(id)
+	}
+
+	total = 0
 	for i := range leases {
 		total += len(leases[i].Payload)
 	}
-	all := make([]byte, 0, total)
+	payloads := make([]byte, 0, total)
 	for i := range leases {
 		p := leases[i].Payload
 		if p == nil {
 			continue
 		}
-		start := len(all)
-		all = append(all, p...)
-		leases[i].Payload = all[start:len(all):len(all)]
+		start := len(payloads)
+		payloads = append(payloads, p...)
+		leases[i].Payload = payloads[start:len(payloads):len(payloads)]
 	}
 }
 
@@ -509,14 +529,17 @@ func decodeClaimFast(body []byte, out *ClaimResult, max int, acks []AckItem) boo
 				n = len(body) / 128
 			}
 			leases := make([]Lease, 0, n)
+			ids := make([][]byte, 0, n)
 			r.leaseUntil = make([]time.Time, 0, n)
 			if !r.array(func() bool {
 				leases = append(leases, Lease{})
-				return r.lease(&leases[len(leases)-1])
+				ok := r.lease(&leases[len(leases)-1])
+				ids = append(ids, r.id)
+				return ok
 			}) {
 				return false
 			}
-			copyPayloads(leases)
+			finishLeases(leases, ids)
 			out.Tasks = make([]*Lease, len(leases))
 			for i := range leases {
 				out.Tasks[i] = &leases[i]
