@@ -1,9 +1,11 @@
 // Command chronoq-go-bench measures workload W2 with the Go client:
 // enqueue N due-now tasks with EnqueueMany, then drain them with a Worker
 // running a no-op handler, and print one JSON line with the throughput
-// measured from the first claim to the last acknowledgement.
+// measured from the first claim to the last acknowledgement. By default
+// the worker claims as chronoq-bench's W2 over HTTP does: 4 claims of
+// about 256 tasks in flight (4 claimers sharing 8 + 1024 slots).
 //
-//	chronoq-go-bench -url http://127.0.0.1:7070 -n 50000 -concurrency 8 -prefetch 256
+//	chronoq-go-bench -url http://127.0.0.1:7070 -n 50000
 package main
 
 import (
@@ -25,8 +27,8 @@ func main() {
 	url := flag.String("url", "http://127.0.0.1:7070", "chronoqd URL(s), comma-separated")
 	n := flag.Int("n", 50000, "tasks")
 	concurrency := flag.Int("concurrency", 8, "handler goroutines")
-	prefetch := flag.Int("prefetch", 256, "tasks claimed beyond the free handlers")
-	claimers := flag.Int("claimers", 1, "claims in flight at once")
+	prefetch := flag.Int("prefetch", 1024, "tasks claimed beyond the free handlers")
+	claimers := flag.Int("claimers", 4, "claims in flight at once")
 	queue := flag.String("queue", fmt.Sprintf("bench-w2-%d", time.Now().UnixNano()), "queue")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the drain to this file")
