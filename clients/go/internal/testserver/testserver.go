@@ -59,7 +59,11 @@ func Start() (*Server, error) { return StartWithToken("") }
 
 // StartWithToken is Start with a bearer token every request but /healthz
 // needs ("" for none).
-func StartWithToken(token string) (*Server, error) {
+func StartWithToken(token string) (*Server, error) { return StartWith(token) }
+
+// StartWith is Start with a token ("" for none) and more arguments (a
+// cluster node's --cluster --store ...).
+func StartWith(token string, extra ...string) (*Server, error) {
 	bin := os.Getenv("CHRONOQD")
 	if bin == "" {
 		bin = DefaultBinary()
@@ -79,6 +83,7 @@ func StartWithToken(token string) (*Server, error) {
 		}
 		args = append(args, "--token-file", tf)
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	env := []string{}
 	for _, kv := range os.Environ() {
@@ -134,6 +139,14 @@ func (s *Server) Log() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.log.String()
+}
+
+// Kill ends chronoqd as a crash of its machine would (SIGKILL), waits for
+// the exit and removes the data directory.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	os.RemoveAll(s.dir)
 }
 
 // Stop sends SIGTERM, waits up to 30 s for the exit (then kills), and
