@@ -53,8 +53,11 @@ final class Chronoqd implements AutoCloseable {
         return start(null);
     }
 
-    /** Starts chronoqd; with a token, it requires {@code Authorization: Bearer <token>}. */
-    static Chronoqd start(String token) throws Exception {
+    /**
+     * Starts chronoqd; with a token, it requires {@code Authorization: Bearer <token>}; {@code extra} are more
+     * arguments (a cluster node's {@code --cluster --store ...}).
+     */
+    static Chronoqd start(String token, String... extra) throws Exception {
         String bin = binary();
         if (!new File(bin).canExecute()) throw new IllegalStateException("no chronoqd at " + bin + " (set CHRONOQD)");
         Path data = Files.createTempDirectory("chronoq-java-test-");
@@ -66,6 +69,7 @@ final class Chronoqd implements AutoCloseable {
             cmd.add("--token-file");
             cmd.add(tf.toString());
         }
+        cmd.addAll(java.util.List.of(extra));
         ProcessBuilder pb = new ProcessBuilder(cmd);
         pb.environment().remove("CHRONOQ_TOKEN");
         pb.environment().remove("CHRONOQ_TOKEN_FILE");
@@ -97,6 +101,14 @@ final class Chronoqd implements AutoCloseable {
 
     ChronoqClient client() {
         return ChronoqClient.builder().urls(url).timeout(Duration.ofSeconds(60)).build();
+    }
+
+    /** Ends chronoqd as a crash of its machine would (SIGKILL) and waits for it. */
+    void kill() throws InterruptedException {
+        process.destroyForcibly();
+        if (!process.waitFor(DEADLINE.toSeconds(), TimeUnit.SECONDS)) {
+            throw new IllegalStateException("chronoqd did not end within " + DEADLINE + " of SIGKILL");
+        }
     }
 
     @Override
