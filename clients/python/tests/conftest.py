@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -51,7 +51,7 @@ def wait_for(cond: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
 class Server:
     """A chronoqd process listening on a free port with a temporary data dir."""
 
-    def __init__(self, data: str, token: Optional[str] = None) -> None:
+    def __init__(self, data: str, token: Optional[str] = None, extra: Sequence[str] = ()) -> None:
         binary = os.environ.get("CHRONOQD", DEFAULT_CHRONOQD)
         if not os.access(binary, os.X_OK):
             pytest.fail(f"chronoqd not found at {binary} (set CHRONOQD)")
@@ -64,6 +64,7 @@ class Server:
             os.makedirs(data, exist_ok=True)
             Path(token_file).write_text(token + "\n")
             args += ["--token-file", token_file]
+        args += list(extra)  # a cluster node's --cluster --store ...
         self.proc = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
         )
@@ -90,6 +91,11 @@ class Server:
         for line in self.proc.stdout:
             self.log.append(line)
             self.lines.put(line)
+
+    def kill(self) -> None:
+        """Ends chronoqd as a crash of its machine would (SIGKILL)."""
+        self.proc.kill()
+        self.proc.wait(timeout=15)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -3,12 +3,18 @@ never resending a POST whose answer was lost unless it is safe."""
 
 from __future__ import annotations
 
+import os
+import uuid
+from pathlib import Path
 from typing import Any, Callable, Optional, Tuple
 
 import pytest
 
-from chronoq import Client, ConnectionFailed, NotLeader, OutcomeUnknown
-from conftest import FakeNode, Server, closed_port_url, error_body
+from chronoq import Client, ChronoqError, ConnectionFailed, NotLeader, OutcomeUnknown
+from conftest import FakeNode, Server, closed_port_url, error_body, wait_for
+
+# The PostgreSQL cluster ctest starts for the tests (a file holding its conninfo).
+PG_CONNINFO_FILE = os.environ.get("CHRONOQ_TEST_PG", "")
 
 
 def test_first_node_down(server: Server, q: str) -> None:
@@ -105,3 +111,59 @@ def test_keep_alive_survives_an_idle_close(server: Server) -> None:
 
     conn.sock.shutdown(socket_mod.SHUT_RDWR)  # as if the server had closed it
     assert c.enqueue("keepalive-" + str(id(c)), 1).state == "scheduled"
+
+
+def _leader_of(c: Client) -> str:
+    """The node id of the leader c's current node sees ("" for none yet, or no answer)."""
+    try:
+        leader = c.cluster().get("leader") or {}
+    except ChronoqError:
+        return ""
+    return str(leader.get("node_id", ""))
+
+
+@pytest.mark.skipif(
+    not PG_CONNINFO_FILE,
+    reason="CHRONOQ_TEST_PG is not set: ctest sets it to the PostgreSQL cluster it starts",
+)
+def test_cluster_failover(tmp_path: Path, q: str) -> None:
+    """C13 with a real cluster: two chronoqd --cluster nodes on PostgreSQL.
+    cluster() names the leader and both nodes; a client given both URLs goes
+    on through the other node once the leader is killed (SIGKILL), and what it
+    stored before is there."""
+    conninfo = Path(PG_CONNINFO_FILE).read_text().strip()
+    store = f"{conninfo} schema=py_cluster_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+    def node(node_id: str) -> Server:
+        # Replaced quickly when it dies: heartbeats every 100 ms, a 1 s lease.
+        return Server(str(tmp_path / node_id), extra=["--cluster", "--store", store, "--node-id",
+                                                      node_id, "--heartbeat-ms", "100",
+                                                      "--lease-ms", "1000"])
+
+    n1 = node("n1")
+    try:
+        wait_for(lambda: _leader_of(Client(n1.url, timeout=5)) == "n1", "n1 to lead")
+        n2 = node("n2")
+        try:
+            c = Client([n1.url, n2.url], timeout=5)
+
+            def both_listed() -> bool:
+                info = c.cluster()
+                return (info["node"] == "n1" and info["role"] == "leader"
+                        and len(info["nodes"]) == 2)
+
+            wait_for(both_listed, "cluster() to list n1 and n2")
+            before = c.enqueue(q, {"n": 1}, id="before")
+            n1.kill()
+            # n2 leads once n1's session (or its 1 s lease) is gone; until then
+            # calls fail over or answer 503.
+            wait_for(lambda: _leader_of(c) == "n2", "n2 to lead")
+            assert c.current_url == n2.url
+            t = c.get(before.id)
+            assert t.state == "scheduled" and t.payload == {"n": 1}
+            c.enqueue(q, id="after")
+            assert len(c.claim(q, max=10, lease=60).tasks) == 2
+        finally:
+            n2.stop()
+    finally:
+        n1.stop()
