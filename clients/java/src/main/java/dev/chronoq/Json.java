@@ -24,6 +24,11 @@ final class Json {
         return v == null || v.isNull() ? null : v.asInt();
     }
 
+    static java.time.Duration millis(JsonNode n, String f) {
+        Long ms = lng(n, f);
+        return ms == null ? null : java.time.Duration.ofMillis(ms);
+    }
+
     static Instant time(JsonNode n, String f) {
         String s = text(n, f);
         return s == null ? null : parseTime(s);

@@ -2,10 +2,11 @@ package dev.chronoq;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
-/**
- * A queue: counts by state, paused flag and settings ({@link #raw()} has every field).
- *
- */
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/** A queue: counts by state, flags and settings (a null setting: the default). */
 public final class QueueInfo {
     private final JsonNode raw;
 
@@ -40,6 +41,46 @@ public final class QueueInfo {
      * @return max_attempts, or null for the engine default
      */
     public Integer maxAttempts() { return Json.integer(raw, "max_attempts"); }
+    /**
+     * @return the tasks by state (scheduled, running, succeeded, cancelled, dead)
+     */
+    public Map<String, Long> counts() {
+        Map<String, Long> m = new LinkedHashMap<>();
+        raw.path("counts").fields().forEachRemaining(e -> m.put(e.getKey(), e.getValue().asLong()));
+        return m;
+    }
+    /**
+     * @return whether chronoqd delivers the queue's tasks (it held tasks with a webhook target)
+     */
+    public boolean webhooks() { return raw.path("webhooks").asBoolean(); }
+    /**
+     * @return how late the oldest due task is (zero when none is due)
+     */
+    public Duration oldestDueLateness() { return Json.millis(raw, "oldest_due_lateness_ms"); }
+    /**
+     * @return max_in_flight (the same as {@link #concurrency()}), or null for no limit
+     */
+    public Integer maxInFlight() { return Json.integer(raw, "max_in_flight"); }
+    /**
+     * @return the default retry backoff, or null for the engine's
+     */
+    public Backoff backoff() {
+        JsonNode b = raw.get("backoff");
+        if (b == null || b.isNull()) return null;
+        return new Backoff(Json.millis(b, "base_ms"), Json.millis(b, "cap_ms"));
+    }
+    /**
+     * @return how long finished tasks stay visible, or null for the engine's default
+     */
+    public Duration retention() { return Json.millis(raw, "retention_ms"); }
+    /**
+     * @return the claim rate limit, or null for none
+     */
+    public RateLimit rateLimit() {
+        JsonNode r = raw.get("rate_limit");
+        if (r == null || r.isNull()) return null;
+        return new RateLimit(r.path("count").asInt(), Json.millis(r, "period_ms"));
+    }
     /**
      * @return the whole JSON object
      */

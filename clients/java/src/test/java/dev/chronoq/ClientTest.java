@@ -215,12 +215,30 @@ class ClientTest extends ServerTest {
     // C11
     @Test
     void c11_schedules() {
+        Instant start = Instant.parse("2026-01-01T00:00:00Z");
         Schedule s = client.createSchedule(ScheduleSpec.cron("c11-purge", "c11", "0 0 3 * * *").tz("Asia/Seoul")
-                .payload(Map.of("days", 30)));
+                .payload(Map.of("days", 30)).start(start).misfire("run_all").maxCatchup(7).overlap("queue_one")
+                .dstGap("skip").dstRepeat("twice").priority(3).maxAttempts(2));
         assertEquals("c11-purge", s.name());
+        assertEquals("c11", s.queue());
         assertEquals("Asia/Seoul", s.tz());
         assertEquals("0 0 3 * * *", s.cron());
+        assertNull(s.everyMs());
         assertNotNull(s.nextRun());
+        assertEquals(start, s.start());
+        assertEquals("run_all", s.misfire());
+        assertEquals(7, s.maxCatchup());
+        assertEquals("queue_one", s.overlap());
+        assertEquals("skip", s.dstGap());
+        assertEquals("twice", s.dstRepeat());
+        assertEquals(3, s.priority());
+        assertEquals(2, s.maxAttempts());
+        assertNull(s.target());
+        assertNull(s.lastRun()); // no occurrence has finished
+        assertEquals(0, s.runs());
+        assertEquals(0, s.skipped());
+        assertNotNull(s.createdAt());
+        assertFalse(s.updatedAt().isBefore(s.createdAt()));
         assertThrows(ConflictException.class, () -> client.createSchedule(ScheduleSpec.cron("c11-purge", "c11", "0 0 3 * * *")));
         assertEquals(30, client.getSchedule("c11-purge").payload().get("days").asInt());
         client.putSchedule("c11-every", ScheduleSpec.every(null, "c11", Duration.ofHours(1)));
@@ -240,16 +258,27 @@ class ClientTest extends ServerTest {
     @Test
     void queuesListPagingAndOperations() {
         QueueInfo q = client.configureQueue("ops-q", new QueueSettings().concurrency(4).maxAttempts(5)
-                .rateLimit(100, Duration.ofSeconds(1)));
+                .rateLimit(100, Duration.ofSeconds(1)).maxInFlightPerKey(2).maxPendingPerKey(50)
+                .backoff(new Backoff(Duration.ofSeconds(2), Duration.ofMinutes(3))).retention(Duration.ofHours(2)));
         assertEquals(4, q.concurrency());
+        assertEquals(4, q.maxInFlight());
         assertEquals(5, q.maxAttempts());
+        assertEquals(2, q.maxInFlightPerKey());
+        assertEquals(50, q.maxPendingPerKey());
+        assertEquals(new Backoff(Duration.ofSeconds(2), Duration.ofMinutes(3)), q.backoff());
+        assertEquals(Duration.ofHours(2), q.retention());
+        assertEquals(new RateLimit(100, Duration.ofSeconds(1)), q.rateLimit());
+        assertFalse(q.webhooks());
+        assertEquals(Duration.ZERO, q.oldestDueLateness()); // nothing is due
+        assertEquals(0L, q.counts().get("scheduled"));
         assertNotNull(client.configureQueue("ops-q", new QueueSettings().reset("rate_limit")));
-        assertTrue(client.getQueue("ops-q").raw().get("rate_limit").isNull());
+        assertNull(client.getQueue("ops-q").rateLimit());
         assertTrue(client.pauseQueue("ops-q").paused());
         assertFalse(client.resumeQueue("ops-q").paused());
         assertTrue(client.listQueues().stream().anyMatch(x -> x.name().equals("ops-q")));
 
         for (int i = 0; i < 5; i++) client.enqueue(TaskSpec.builder("ops-q").key(i % 2 == 0 ? "even" : "odd").build());
+        assertEquals(5L, client.getQueue("ops-q").counts().get("scheduled"));
         Page<Task> p1 = client.list("ops-q", "scheduled", null, 2, null);
         assertEquals(2, p1.items().size());
         assertNotNull(p1.nextCursor());
