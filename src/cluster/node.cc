@@ -13,6 +13,7 @@
 #include "chronoq/time.h"
 
 #include "codec/json_codec.h"
+#include "server/ui.h"
 #include "server/webhook.h"
 
 namespace chronoq::cluster {
@@ -379,6 +380,8 @@ void Node::ReleaseWaitingClaims() {
 void Node::Handle(ApiRequest request, Respond respond) {
   const std::string_view path = PathOf(request.target);
   if (path == "/healthz") return Health(respond);
+  // The dashboard's files are the same on every node: no need to forward.
+  if (server::IsUiPath(path)) return respond(server::UiResponse(request.method, path));
   if (path == kClusterPath) {
     if (request.method != "GET")
       return respond(server::MethodNotAllowed(request.method, path, "GET"));

@@ -6,6 +6,7 @@
 #include "chronoq/time.h"
 
 #include "codec/json_codec.h"
+#include "server/ui.h"
 
 namespace chronoq::server {
 namespace {
@@ -275,6 +276,13 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
   static const std::vector<Endpoint> endpoints = [] {
     std::vector<Endpoint> e = {
         {"GET", "/healthz", [](Api& api, C c) { api.Health(c.respond); }, {}},
+        // the dashboard (server/ui.h)
+        {"GET", "/", [](Api&, C c) { c.respond(UiResponse("GET", "/")); }, {}},
+        {"GET", "/ui/", [](Api&, C c) { c.respond(UiResponse("GET", "/ui/")); }, {}},
+        {"GET",
+         "/ui/{file}",
+         [](Api&, C c) { c.respond(UiResponse("GET", "/ui/" + c.params[0])); },
+         {}},
         {"GET", "/metrics", [](Api& api, C c) { api.Metrics(c.respond); }, {}},
         {"GET",
          "/v1/version",

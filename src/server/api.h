@@ -30,6 +30,8 @@ struct ApiResponse {
   std::string body;  // JSON unless content_type says otherwise
   std::string content_type = "application/json";
   std::string allow;  // for 405: the methods the path accepts
+  // More headers (the dashboard's Content-Security-Policy, a redirect's Location).
+  std::vector<std::pair<std::string, std::string>> headers;
   // When set, writes the body. Answers that come from the engine's loop
   // thread carry the engine's result here instead of a finished body, so the
   // loop never formats JSON; the transport renders on its own thread.

@@ -11,6 +11,7 @@
 
 #include "codec/json_codec.h"
 #include "common/mutex.h"
+#include "server/ui.h"
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -40,7 +41,30 @@ bool TokenMatches(std::string_view presented, std::string_view expected) {
   return CRYPTO_memcmp(a, b, sizeof a) == 0;
 }
 
+bool CrossSiteWrite(std::string_view method, std::string_view origin, std::string_view host,
+                    std::string_view fetch_site) {
+  if (method == "GET" || method == "HEAD" || method == "OPTIONS") return false;
+  if (!fetch_site.empty() && fetch_site != "same-origin" && fetch_site != "none") return true;
+  if (origin.empty()) return false;
+  // "null" (a sandboxed frame, a file), or another scheme, host or port.
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (origin.size() == scheme.size() + host.size() && origin.substr(0, scheme.size()) == scheme &&
+        origin.substr(scheme.size()) == host) {
+      return false;
+    }
+  }
+  return true;
+}
+
 namespace {
+
+// A header's value (by field or by name), empty when absent.
+template <class Name>
+std::string_view HeaderValue(const http::request<http::string_body>& req, Name name) {
+  auto it = req.find(name);
+  if (it == req.end()) return {};
+  return {it->value().data(), it->value().size()};
+}
 
 class Session;
 
@@ -116,11 +140,26 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) return Close();  // includes the header timeout: the client is dropped
     const auto& req = parser_->get();
-    if (!shared_.options.token.empty() && req.target() != "/healthz" && !Authorized(req)) {
+    if (!shared_.options.token.empty() && !Public(req) && !Authorized(req)) {
       return Reject(401, "unauthorized", "missing or wrong bearer token");
+    }
+    if (CrossSiteWrite(std::string_view(req.method_string().data(), req.method_string().size()),
+                       HeaderValue(req, http::field::origin), HeaderValue(req, http::field::host),
+                       HeaderValue(req, beast::string_view("Sec-Fetch-Site")))) {
+      return Reject(403, "forbidden",
+                    "cross-site request refused: a page of another origin may not change "
+                    "chronoqd's state (Origin and Sec-Fetch-Site)");
     }
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code e, size_t) { self->OnBody(e); });
+  }
+
+  // What needs no token: /healthz, and the dashboard's files (they hold no
+  // data; the page asks for the token before it calls the API).
+  static bool Public(const http::request<http::string_body>& req) {
+    const std::string_view target(req.target().data(), req.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    return path == "/healthz" || (req.method() == http::verb::get && IsUiPath(path));
   }
 
   bool Authorized(const http::request<http::string_body>& req) const {
@@ -181,6 +220,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set(http::field::server, "chronoqd");
     res->set(http::field::content_type, r.content_type);
     if (!r.allow.empty()) res->set(http::field::allow, r.allow);
+    for (const auto& [name, value] : r.headers) res->set(name, value);
     if (r.status == 401) res->set(http::field::www_authenticate, "Bearer");
     res->keep_alive(keep_alive_ && !stopping_);
     res->body() = std::move(r.Render());

@@ -39,6 +39,15 @@ struct ServerOptions {
 // not depend on where they differ (nor on the length of the expected one).
 bool TokenMatches(std::string_view presented, std::string_view expected);
 
+// Whether a request is a browser page of another origin trying to change
+// chronoqd's state (a cross-site request forgery, which a bearer token does
+// not stop when chronoqd has none): a method other than GET, HEAD or
+// OPTIONS whose Sec-Fetch-Site is not same-origin (another port of the same
+// host is "same-site"), or whose Origin is not this server's own
+// (http://<Host>). Clients that are not browsers send neither header.
+bool CrossSiteWrite(std::string_view method, std::string_view origin, std::string_view host,
+                    std::string_view fetch_site);
+
 class HttpServer {
  public:
   HttpServer(ServerOptions options, RequestHandler& handler);

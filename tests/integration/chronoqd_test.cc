@@ -113,6 +113,58 @@ TEST_F(ChronoqdTest, BearerTokenGuardsEverythingButHealthz) {
   EXPECT_EQ(Json(list)["tasks"].size(), 1u);
 }
 
+// Without a token, a page of another origin in the operator's browser could
+// otherwise change state with a form or a fetch (no preflight for a
+// text/plain POST): such writes are refused before their body is read.
+TEST_F(ChronoqdTest, CrossSiteWritesAreRefused) {
+  Launch();
+  const std::string own = server_->url();
+  HttpResponse evil = Send("POST", "/v1/tasks", R"({"queue":"q"})", {{"Origin", "http://evil.example"}});
+  EXPECT_EQ(evil.status, 403);
+  EXPECT_EQ(Json(evil)["error"]["code"], "forbidden");
+  EXPECT_EQ(Send("POST", "/v1/tasks", R"({"queue":"q"})", {{"Sec-Fetch-Site", "cross-site"}}).status,
+            403);
+  EXPECT_EQ(Send("DELETE", "/v1/queues/q", "", {{"Origin", "http://127.0.0.1:1"}}).status, 403);
+  EXPECT_EQ(Json(Send("GET", "/v1/tasks"))["tasks"].size(), 0u);  // nothing was written
+  // The server's own pages may write; reads are the browser's to guard.
+  EXPECT_EQ(Send("POST", "/v1/tasks", R"({"queue":"q"})",
+                 {{"Origin", own}, {"Sec-Fetch-Site", "same-origin"}})
+                .status,
+            201);
+  EXPECT_EQ(Send("GET", "/v1/tasks", "", {{"Origin", "http://evil.example"}}).status, 200);
+}
+
+// The dashboard's files hold no data: they are served without the token
+// (the page asks for it), with a policy that lets only this server's
+// scripts run; the API still needs the token.
+TEST_F(ChronoqdTest, TheDashboardIsServedWithoutTheToken) {
+  Launch({}, {"CHRONOQ_TOKEN=s3cret"});
+  HttpResponse root = Send("GET", "/");
+  EXPECT_EQ(root.status, 302);
+  EXPECT_EQ(root.Header("Location"), "/ui/");
+  HttpResponse page = Send("GET", "/ui/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.Header("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_THAT(page.body, ::testing::HasSubstr("<script type=\"module\" src=\"app.js\">"));
+  EXPECT_THAT(page.Header("Content-Security-Policy").value_or(""),
+              ::testing::HasSubstr("script-src 'self'"));
+  EXPECT_EQ(page.Header("X-Content-Type-Options"), "nosniff");
+  EXPECT_EQ(Send("GET", "/ui/index.html").body, page.body);
+  HttpResponse js = Send("GET", "/ui/app.js");
+  EXPECT_EQ(js.status, 200);
+  EXPECT_EQ(js.Header("Content-Type"), "text/javascript; charset=utf-8");
+  EXPECT_THAT(js.body, ::testing::HasSubstr("sessionStorage"));
+  EXPECT_EQ(Send("GET", "/ui/style.css").Header("Content-Type"), "text/css; charset=utf-8");
+  HttpResponse missing = Send("GET", "/ui/nothing.js");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(Json(missing)["error"]["code"], "not_found");
+  // Only reading the files needs no token.
+  EXPECT_EQ(Send("POST", "/ui/", "").status, 401);
+  EXPECT_EQ(Send("POST", "/ui/", "", {{"Authorization", "Bearer s3cret"}}).status, 405);
+  EXPECT_EQ(Send("GET", "/v1/queues").status, 401);
+  EXPECT_EQ(Send("GET", "/v1/queues", "", {{"Authorization", "Bearer s3cret"}}).status, 200);
+}
+
 TEST_F(ChronoqdTest, TokenFileWorksToo) {
   const std::string file = dir_.File("token");
   FILE* f = fopen(file.c_str(), "w");

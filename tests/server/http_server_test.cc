@@ -1,0 +1,49 @@
+// The HTTP layer's request checks that need no socket: the bearer token
+// comparison and the cross-site write check.
+#include <gtest/gtest.h>
+
+#include "server/http_server.h"
+
+namespace chronoq::server {
+namespace {
+
+TEST(TokenMatchesTest, OnlyTheSameTokenMatches) {
+  EXPECT_TRUE(TokenMatches("s3cret", "s3cret"));
+  EXPECT_FALSE(TokenMatches("s3cre", "s3cret"));
+  EXPECT_FALSE(TokenMatches("s3cret!", "s3cret"));
+  EXPECT_FALSE(TokenMatches("", "s3cret"));
+}
+
+TEST(CrossSiteWriteTest, ClientsThatAreNotBrowsersSendNeitherHeader) {
+  for (const char* method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {
+    EXPECT_FALSE(CrossSiteWrite(method, "", "127.0.0.1:7070", "")) << method;
+  }
+}
+
+TEST(CrossSiteWriteTest, ThePagesOwnOriginMayWrite) {
+  EXPECT_FALSE(CrossSiteWrite("POST", "http://127.0.0.1:7070", "127.0.0.1:7070", ""));
+  EXPECT_FALSE(CrossSiteWrite("POST", "https://chronoq.example", "chronoq.example", ""));
+  EXPECT_FALSE(CrossSiteWrite("DELETE", "http://127.0.0.1:7070", "127.0.0.1:7070", "same-origin"));
+  // A request the user typed or bookmarked.
+  EXPECT_FALSE(CrossSiteWrite("POST", "", "127.0.0.1:7070", "none"));
+}
+
+TEST(CrossSiteWriteTest, AnotherOriginMayNotWrite) {
+  EXPECT_TRUE(CrossSiteWrite("POST", "http://evil.example", "127.0.0.1:7070", ""));
+  // Another port of the same host is another origin (and "same-site").
+  EXPECT_TRUE(CrossSiteWrite("POST", "http://127.0.0.1:8080", "127.0.0.1:7070", ""));
+  EXPECT_TRUE(CrossSiteWrite("PUT", "http://127.0.0.1:7070", "127.0.0.1:7070", "same-site"));
+  EXPECT_TRUE(CrossSiteWrite("PATCH", "", "127.0.0.1:7070", "cross-site"));
+  EXPECT_TRUE(CrossSiteWrite("DELETE", "null", "127.0.0.1:7070", ""));
+  EXPECT_TRUE(CrossSiteWrite("POST", "http://127.0.0.1:7070", "", ""));  // no Host to match
+  EXPECT_TRUE(CrossSiteWrite("POST", "http://127.0.0.1:70700", "127.0.0.1:7070", ""));
+}
+
+TEST(CrossSiteWriteTest, ReadsAreLeftToTheBrowsersSameOriginPolicy) {
+  EXPECT_FALSE(CrossSiteWrite("GET", "http://evil.example", "127.0.0.1:7070", "cross-site"));
+  EXPECT_FALSE(CrossSiteWrite("HEAD", "http://evil.example", "127.0.0.1:7070", "cross-site"));
+  EXPECT_FALSE(CrossSiteWrite("OPTIONS", "http://evil.example", "127.0.0.1:7070", "cross-site"));
+}
+
+}  // namespace
+}  // namespace chronoq::server
