@@ -22,6 +22,9 @@ packages=(
   golang-go
   # The Java client's tests (clients/java: javac, Jackson, JUnit 5 from Debian).
   default-jdk-headless libjackson2-databind-java junit5
+  # The dashboard's browser tests (tests/server/ui): headless Chromium driven by
+  # Selenium; a font for readable screenshots.
+  chromium chromium-driver python3-selenium fonts-dejavu-core
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.
 if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi

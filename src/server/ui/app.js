@@ -20,9 +20,9 @@ export class ApiError extends Error {
   }
 }
 
-/** Calls chronoqd's API; on 401 asks for the token and tries once more. */
+/** Calls chronoqd's API; on 401 asks for the token (again) and tries again. */
 export async function api(method, path, body) {
-  for (let attempt = 0; ; attempt++) {
+  for (;;) {
     const headers = { Accept: "application/json" };
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) headers.Authorization = `Bearer ${token}`;
@@ -32,8 +32,13 @@ export async function api(method, path, body) {
       credentials: "omit", cache: "no-store",
     });
     const text = await res.text();
-    const json = text ? JSON.parse(text) : null;
-    if (res.status === 401 && attempt === 0) {
+    let json = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = null; // not chronoqd's JSON (a proxy's error page): the status tells
+    }
+    if (res.status === 401) {
       await askToken(token ? "That token was refused." : "");
       continue;
     }
@@ -42,8 +47,15 @@ export async function api(method, path, body) {
   }
 }
 
+let signingIn = null; // the sign-in in progress, shared by the calls that wait for it
+
 /** Shows the sign-in dialog until a token is entered. */
 function askToken(message) {
+  if (!signingIn) signingIn = showLogin(message).finally(() => { signingIn = null; });
+  return signingIn;
+}
+
+function showLogin(message) {
   const dialog = document.getElementById("login");
   const form = document.getElementById("login-form");
   const input = document.getElementById("login-token");
@@ -95,11 +107,12 @@ async function renderOverview() {
     const rows = queues.map((q) => {
       const counts = q.counts || {};
       return el("tr", {},
-        el("td", {}, q.name, ...(q.paused ? [el("span", { class: "flag paused" }, "paused")] : []),
+        el("td", {}, el("span", { class: "name" }, q.name), ...(q.paused ? [el("span", { class: "flag paused" }, "paused")] : []),
           ...(q.rate_limit ? [el("span", { class: "flag" }, "rate-limited")] : [])),
         ...STATES.map((s) => el("td", { "data-label": s, class: s === "dead" && counts[s] ? "dead" : "" },
           counts[s] || 0)),
-        el("td", { "data-label": "oldest due" }, formatMs(q.oldest_due_lateness_ms)));
+        el("td", { "data-label": "oldest due" },
+          q.oldest_due_lateness_ms > 0 ? formatMs(q.oldest_due_lateness_ms) : "–"));
     });
     view.append(el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
   }
