@@ -4,6 +4,7 @@
 #include <string>
 
 #include "chronoq/status.h"
+
 #include "codec/json_codec.h"
 
 namespace chronoq::server {

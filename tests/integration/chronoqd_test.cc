@@ -119,11 +119,13 @@ TEST_F(ChronoqdTest, BearerTokenGuardsEverythingButHealthz) {
 TEST_F(ChronoqdTest, CrossSiteWritesAreRefused) {
   Launch();
   const std::string own = server_->url();
-  HttpResponse evil = Send("POST", "/v1/tasks", R"({"queue":"q"})", {{"Origin", "http://evil.example"}});
+  HttpResponse evil =
+      Send("POST", "/v1/tasks", R"({"queue":"q"})", {{"Origin", "http://evil.example"}});
   EXPECT_EQ(evil.status, 403);
   EXPECT_EQ(Json(evil)["error"]["code"], "forbidden");
-  EXPECT_EQ(Send("POST", "/v1/tasks", R"({"queue":"q"})", {{"Sec-Fetch-Site", "cross-site"}}).status,
-            403);
+  EXPECT_EQ(
+      Send("POST", "/v1/tasks", R"({"queue":"q"})", {{"Sec-Fetch-Site", "cross-site"}}).status,
+      403);
   EXPECT_EQ(Send("DELETE", "/v1/queues/q", "", {{"Origin", "http://127.0.0.1:1"}}).status, 403);
   EXPECT_EQ(Json(Send("GET", "/v1/tasks"))["tasks"].size(), 0u);  // nothing was written
   // The server's own pages may write; reads are the browser's to guard.

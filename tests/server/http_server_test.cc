@@ -1,8 +1,8 @@
 // The HTTP layer's request checks that need no socket: the bearer token
 // comparison and the cross-site write check.
-#include <gtest/gtest.h>
-
 #include "server/http_server.h"
+
+#include <gtest/gtest.h>
 
 namespace chronoq::server {
 namespace {
