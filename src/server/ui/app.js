@@ -107,7 +107,8 @@ async function renderOverview() {
     const rows = queues.map((q) => {
       const counts = q.counts || {};
       return el("tr", {},
-        el("td", {}, el("span", { class: "name" }, q.name), ...(q.paused ? [el("span", { class: "flag paused" }, "paused")] : []),
+        el("td", {}, el("a", { class: "name", href: `#/queue/${encodeURIComponent(q.name)}` }, q.name),
+          ...(q.paused ? [el("span", { class: "flag paused" }, "paused")] : []),
           ...(q.rate_limit ? [el("span", { class: "flag" }, "rate-limited")] : [])),
         ...STATES.map((s) => el("td", { "data-label": s, class: s === "dead" && counts[s] ? "dead" : "" },
           counts[s] || 0)),
@@ -119,14 +120,148 @@ async function renderOverview() {
   main.replaceChildren(view);
 }
 
-const routes = { "#/": renderOverview };
+/** A queue's settings as the form edits them: [wire field, label, help]. */
+const SETTINGS = [
+  ["concurrency", "Concurrency", "tasks of the queue running at once (1–100,000; empty: no limit)"],
+  ["max_in_flight_per_key", "In flight per key", "a key's tasks started and unfinished (empty: 1)"],
+  ["max_pending_per_key", "Pending per key", "a key's tasks waiting to start (empty: no limit)"],
+  ["max_attempts", "Max attempts", "for tasks enqueued without one (empty: 25)"],
+  ["backoff.base_ms", "Backoff base (ms)", "first retry delay (empty: the engine's)"],
+  ["backoff.cap_ms", "Backoff cap (ms)", "largest retry delay"],
+  ["retention_ms", "Retention (ms)", "how long finished tasks stay visible"],
+  ["rate_limit.count", "Rate limit: claims", "at most this many claims per period (empty: none)"],
+  ["rate_limit.period_ms", "Rate limit: period (ms)", "the sliding window"],
+];
+
+/** The value of a dotted wire field in a queue ("" when unset). */
+function settingOf(q, field) {
+  const [a, b] = field.split(".");
+  const v = b ? (q[a] || {})[b] : q[a];
+  return v === null || v === undefined ? "" : String(v);
+}
+
+/** The PUT body of the form: each setting, null for an empty one (its default). */
+function settingsBody(form) {
+  const num = (field) => {
+    const v = form.elements[field].value.trim();
+    return v === "" ? null : Number(v);
+  };
+  const body = {};
+  for (const [field] of SETTINGS) if (!field.includes(".")) body[field] = num(field);
+  for (const group of ["backoff", "rate_limit"]) {
+    const parts = SETTINGS.filter(([f]) => f.startsWith(group + ".")).map(([f]) => f);
+    const values = Object.fromEntries(parts.map((f) => [f.split(".")[1], num(f)]));
+    // All empty: back to the default; otherwise what was given (chronoqd names a missing member).
+    body[group] = Object.values(values).every((v) => v === null) ? null
+      : Object.fromEntries(Object.entries(values).filter(([, v]) => v !== null));
+  }
+  return body;
+}
+
+/** Shows chronoqd's error at the field it names (or at the form's end). */
+function showFieldError(form, error) {
+  for (const p of form.querySelectorAll(".field-error")) p.textContent = "";
+  for (const i of form.querySelectorAll("[aria-invalid]")) i.removeAttribute("aria-invalid");
+  if (!error) return;
+  const input = error.field && form.elements[error.field];
+  const where = input ? form.querySelector(`#err-${CSS.escape(error.field)}`) : form.querySelector("#err-form");
+  where.textContent = error.message;
+  if (input) {
+    input.setAttribute("aria-invalid", "true");
+    input.focus();
+  }
+}
+
+/** A queue: counts, pause and resume, and its settings, editable. */
+function queuePage(name) {
+  const path = `/v1/queues/${encodeURIComponent(name)}`;
+  const counts = el("ul", { class: "totals" });
+  const flag = el("span", { class: "flag paused", hidden: "" }, "paused");
+  const toggle = el("button", { type: "button", id: "pause" }, "Pause");
+  const form = el("form", { class: "settings", id: "settings", novalidate: "" });
+  let paused = false;
+
+  function show(q) {
+    paused = q.paused;
+    flag.hidden = !paused;
+    toggle.textContent = paused ? "Resume" : "Pause";
+    counts.replaceChildren(...STATES.map((s) =>
+      el("li", { class: s === "dead" && q.counts[s] ? "dead" : "" }, el("b", {}, q.counts[s] || 0), s)));
+  }
+
+  toggle.addEventListener("click", async () => {
+    try {
+      show(await api("POST", `${path}/${paused ? "resume" : "pause"}`));
+      status.textContent = `${name} ${paused ? "paused" : "resumed"}`;
+    } catch (e) {
+      status.textContent = `${e.code || "error"}: ${e.message}`;
+    }
+  });
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const q = await api("PUT", path, settingsBody(form));
+      showFieldError(form, null);
+      for (const [field] of SETTINGS) form.elements[field].value = settingOf(q, field);
+      show(q);
+      form.querySelector("#err-form").textContent = "";
+      status.textContent = `${name}: settings saved`;
+    } catch (e) {
+      if (!(e instanceof ApiError)) throw e;
+      showFieldError(form, e);
+    }
+  });
+
+  return {
+    async mount() {
+      const q = await api("GET", path);
+      form.replaceChildren(
+        ...SETTINGS.map(([field, label, help]) => el("div", { class: "field" },
+          el("label", { for: `set-${field}` }, label),
+          el("input", { id: `set-${field}`, name: field, inputmode: "numeric", value: settingOf(q, field),
+            "aria-describedby": `help-${field} err-${field}` }),
+          el("small", { id: `help-${field}` }, help),
+          el("p", { id: `err-${field}`, class: "field-error error", role: "alert" }))),
+        el("p", { id: "err-form", class: "field-error error", role: "alert" }),
+        el("button", { type: "submit" }, "Save settings"));
+      show(q);
+      main.replaceChildren(el("section", { "aria-labelledby": "queue-title" },
+        el("p", {}, el("a", { href: "#/" }, "← Overview")),
+        el("h1", { id: "queue-title" }, name, flag),
+        counts, el("p", {}, toggle),
+        el("h2", {}, "Settings"), form));
+    },
+    async update() { show(await api("GET", path)); },
+  };
+}
+
+/** The overview: rendered whole at each refresh. */
+function overviewPage() {
+  return { mount: renderOverview, update: renderOverview };
+}
+
+/** The page for a location hash. */
+function pageFor(hash) {
+  const m = /^#\/queue\/(.+)$/.exec(hash);
+  if (m) return queuePage(decodeURIComponent(m[1]));
+  return overviewPage();
+}
 
 let timer = 0;
+let current = null; // { hash, page }
 async function refresh() {
   clearTimeout(timer);
-  const render = routes[location.hash] || renderOverview;
+  const hash = location.hash || "#/";
   try {
-    await render();
+    if (!current || current.hash !== hash) {
+      const page = pageFor(hash);
+      await page.mount(); // if it fails, the next refresh mounts it again
+      current = { hash, page };
+      main.focus({ preventScroll: true });
+    } else {
+      await current.page.update();
+    }
     status.textContent = `updated ${new Date().toLocaleTimeString()}`;
     status.classList.remove("error");
   } catch (e) {

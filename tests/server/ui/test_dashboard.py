@@ -121,10 +121,19 @@ def screenshot(driver: WebDriver, name: str) -> None:
 
 
 def cell_texts(driver: WebDriver) -> List[List[str]]:
-    """The overview's rows: the queue's name, then each cell's text."""
-    return [[tr.find_element(By.CSS_SELECTOR, ".name").text]
-            + [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-            for tr in driver.find_elements(By.CSS_SELECTOR, "main tbody tr")]
+    """The overview's rows: the queue's name, then each cell's text. Read in one script: the
+    overview is drawn anew at each refresh, so elements found one call earlier may be gone."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('main tbody tr')].map(tr =>"
+        " [tr.querySelector('.name').textContent,"
+        "  ...[...tr.querySelectorAll('td')].map(td => td.innerText)])")
+    return [list(r) for r in rows]
+
+
+def text_of(driver: WebDriver, selector: str) -> str:
+    """An element's text, read in one script (see cell_texts)."""
+    return str(driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.innerText : ''", selector))
 
 
 def seed(url: str, token: Optional[str] = None) -> None:
@@ -149,9 +158,9 @@ def test_overview_lists_every_queue(browser: WebDriver, server: Chronoqd) -> Non
     assert by_name["purge"][4] == "1", rows  # dead
     long_name = "customer-events-with-a-rather-long-queue-name"
     assert "paused" in by_name[long_name][0] and "paused" not in by_name["purge"][0], rows
-    totals = browser.find_element(By.CSS_SELECTOR, "main .totals").text
+    totals = text_of(browser, "main .totals")
     assert "3\nqueues" in totals and "1\ndead" in totals, totals
-    assert "updated" in browser.find_element(By.ID, "status").text
+    assert "updated" in text_of(browser, "#status")
     screenshot(browser, "overview")
 
 
@@ -195,3 +204,55 @@ def test_the_token_is_asked_for_and_a_wrong_one_refused(browser: WebDriver,
         assert "s3cret" not in browser.current_url
     finally:
         s.stop()
+
+
+def open_queue(browser: WebDriver, url: str, name: str) -> None:
+    browser.get(f"{url}/ui/#/queue/{name}")
+    wait_until(lambda: browser.find_elements(By.ID, "settings")
+               and browser.find_element(By.ID, "queue-title").text.startswith(name),
+               f"the page of queue {name}")
+
+
+def test_pausing_a_queue_stops_its_claims(browser: WebDriver, server: Chronoqd) -> None:
+    seed(server.url)
+    c = Client(server.url, timeout=10)
+    browser.get(server.url + "/ui/")
+    wait_until(lambda: len(cell_texts(browser)) == 3, "the overview")
+    # Clicked in one script: the overview is drawn anew at each refresh.
+    browser.execute_script("[...document.querySelectorAll('a.name')]"
+                           ".find(a => a.textContent === arguments[0]).click()", "expire-share")
+    open_queue(browser, server.url, "expire-share")
+    button = browser.find_element(By.ID, "pause")
+    assert button.text == "Pause"
+    button.click()
+    wait_until(lambda: button.text == "Resume", "the queue to be paused")
+    assert c.get_queue("expire-share").paused
+    assert c.claim("expire-share", max=10).tasks == [], "a paused queue gave tasks"
+    screenshot(browser, "queue-paused")
+    button.click()
+    wait_until(lambda: button.text == "Pause", "the queue to be resumed")
+    assert len(c.claim("expire-share", max=10, lease=60).tasks) == 5
+
+
+def test_a_bad_rate_limit_is_shown_at_its_field(browser: WebDriver, server: Chronoqd) -> None:
+    seed(server.url)
+    c = Client(server.url, timeout=10)
+    open_queue(browser, server.url, "expire-share")
+    count = browser.find_element(By.ID, "set-rate_limit.count")
+    period = browser.find_element(By.ID, "set-rate_limit.period_ms")
+    count.send_keys("0")
+    period.send_keys("1000")
+    browser.find_element(By.CSS_SELECTOR, "#settings button[type=submit]").click()
+    error = browser.find_element(By.ID, "err-rate_limit.count")
+    wait_until(lambda: "rate_limit.count" in error.text or "count" in error.text,
+               "the rate limit's error at its field")
+    assert count.get_attribute("aria-invalid") == "true"
+    assert c.get_queue("expire-share").rate_limit is None, "a refused setting was stored"
+    screenshot(browser, "queue-settings-error")
+    count.clear()
+    count.send_keys("100")
+    browser.find_element(By.CSS_SELECTOR, "#settings button[type=submit]").click()
+    wait_until(lambda: error.text == "" and count.get_attribute("aria-invalid") is None,
+               "the error to go once the value is right")
+    limit = c.get_queue("expire-share").rate_limit
+    assert limit == {"count": 100, "period_ms": 1000}, limit
