@@ -84,8 +84,9 @@ function el(tag, attrs = {}, ...children) {
 function formatMs(ms) {
   if (ms === null || ms === undefined) return "–";
   if (ms < 1000) return `${ms} ms`;
-  if (ms < 120000) return `${(ms / 1000).toFixed(1)} s`;
-  return `${Math.round(ms / 60000)} min`;
+  if (ms < 120000) return `${ms % 1000 === 0 ? ms / 1000 : (ms / 1000).toFixed(1)} s`;
+  if (ms < 7200000) return `${Math.round(ms / 60000)} min`;
+  return `${Math.round(ms / 3600000)} h`;
 }
 
 /** The overview: every queue with its counts by state, lateness and flags. */
@@ -236,6 +237,87 @@ function queuePage(name) {
   };
 }
 
+/** A schedule's rule in words. */
+function ruleInWords(sc) {
+  if (sc.cron) return `cron ${sc.cron} (${sc.tz || "UTC"})`;
+  if (sc.every_ms) return `every ${formatMs(sc.every_ms)}`;
+  if (sc.fixed_delay_ms) return `${formatMs(sc.fixed_delay_ms)} after each run ends`;
+  return "–";
+}
+
+/** An instant in a zone ("local": the viewer's), as YYYY-MM-DD HH:MM:SS. */
+function formatIn(instant, zone) {
+  const options = { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
+    minute: "2-digit", second: "2-digit", hourCycle: "h23" };
+  if (zone !== "local") options.timeZone = zone;
+  const parts = Object.fromEntries(new Intl.DateTimeFormat("en-CA", options).formatToParts(new Date(instant))
+    .map((p) => [p.type, p.value]));
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second}`;
+}
+
+/** Every schedule: its rule, the next 5 runs in its zone and the viewer's, the last run, pause. */
+function schedulesPage() {
+  const nextRuns = new Map(); // name@next_run -> instants, asked for once per occurrence
+  const viewerZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+  async function runsOf(sc) {
+    const key = `${sc.name}@${sc.next_run}`;
+    if (!nextRuns.has(key)) {
+      const { next = [] } = await api("GET", `/v1/schedules/${encodeURIComponent(sc.name)}/next?count=5`);
+      nextRuns.set(key, next);
+    }
+    return nextRuns.get(key);
+  }
+
+  async function render() {
+    const schedules = [];
+    let cursor = "";
+    do {
+      const page = await api("GET", `/v1/schedules?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+      schedules.push(...(page.schedules || []));
+      cursor = page.next_cursor || "";
+    } while (cursor);
+    const view = el("section", { "aria-labelledby": "schedules-title" },
+      el("h1", { id: "schedules-title" }, "Schedules"));
+    if (schedules.length === 0) {
+      view.append(el("p", { class: "empty" }, "No schedules yet."));
+      return main.replaceChildren(view);
+    }
+    const rows = [];
+    for (const sc of schedules) {
+      const zone = sc.tz || "UTC";
+      const runs = await runsOf(sc);
+      const toggle = el("button", { type: "button", class: "toggle", "data-schedule": sc.name },
+        sc.paused ? "Resume" : "Pause");
+      toggle.addEventListener("click", async () => {
+        await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${sc.paused ? "resume" : "pause"}`);
+        refresh();
+      });
+      const last = sc.last_run
+        ? `${sc.last_run.state} (${formatIn(sc.last_run.scheduled_for, zone)})` +
+          (sc.last_run.error ? `: ${sc.last_run.error}` : "")
+        : "–";
+      rows.push(el("tr", { "data-schedule": sc.name },
+        el("td", {}, el("span", { class: "name" }, sc.name),
+          ...(sc.paused ? [el("span", { class: "flag paused" }, "paused")] : [])),
+        el("td", { "data-label": "queue" }, sc.queue),
+        el("td", { "data-label": "rule", class: "rule" }, ruleInWords(sc)),
+        el("td", { "data-label": `next (${zone})`, class: "runs" },
+          ...runs.map((r) => el("div", {}, formatIn(r, zone)))),
+        el("td", { "data-label": `next (${viewerZone})`, class: "runs local" },
+          ...runs.map((r) => el("div", {}, formatIn(r, "local")))),
+        el("td", { "data-label": "last run" }, last),
+        el("td", {}, toggle)));
+    }
+    view.append(el("table", { class: "schedules" },
+      el("thead", {}, el("tr", {}, ...["schedule", "queue", "rule", "next runs (its zone)",
+        `next runs (${viewerZone})`, "last run", ""].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ...rows)));
+    main.replaceChildren(view);
+  }
+  return { mount: render, update: render };
+}
+
 /** The overview: rendered whole at each refresh. */
 function overviewPage() {
   return { mount: renderOverview, update: renderOverview };
@@ -245,6 +327,7 @@ function overviewPage() {
 function pageFor(hash) {
   const m = /^#\/queue\/(.+)$/.exec(hash);
   if (m) return queuePage(decodeURIComponent(m[1]));
+  if (hash === "#/schedules") return schedulesPage();
   return overviewPage();
 }
 

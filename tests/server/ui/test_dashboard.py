@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
 
@@ -256,3 +257,36 @@ def test_a_bad_rate_limit_is_shown_at_its_field(browser: WebDriver, server: Chro
                "the error to go once the value is right")
     limit = c.get_queue("expire-share").rate_limit
     assert limit == {"count": 100, "period_ms": 1000}, limit
+
+
+def schedule_rows(driver: WebDriver) -> dict:
+    """The schedules page: name -> its cells' texts (read in one script, see cell_texts)."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('main tbody tr')].map(tr =>"
+        " [tr.dataset.schedule, ...[...tr.querySelectorAll('td')].map(td => td.innerText)])")
+    return {r[0]: list(r[1:]) for r in rows}
+
+
+def test_schedules_show_their_next_runs_in_their_zone(browser: WebDriver,
+                                                      server: Chronoqd) -> None:
+    c = Client(server.url, timeout=10)
+    c.create_schedule("nightly-purge", "maintenance", cron="0 0 3 * * *", tz="Asia/Seoul")
+    c.create_schedule("refresh", "cache", every=timedelta(seconds=30))
+    browser.get(server.url + "/ui/#/schedules")
+    rows = wait_until(lambda: len(schedule_rows(browser)) == 2 and schedule_rows(browser),
+                      "the schedules page to list two schedules")
+    purge = rows["nightly-purge"]
+    assert "cron 0 0 3 * * * (Asia/Seoul)" in purge[2], purge
+    seoul = purge[3].split("\n")
+    assert len(seoul) == 5 and all(r.endswith(" 03:00:00") for r in seoul), seoul
+    # The viewer's zone (the test's browser runs in UTC): 03:00 in Seoul is 18:00 the day before.
+    viewer = purge[4].split("\n")
+    zone = browser.execute_script("return Intl.DateTimeFormat().resolvedOptions().timeZone")
+    if zone in ("UTC", "Etc/UTC"):
+        assert all(r.endswith(" 18:00:00") for r in viewer), viewer
+    assert "every 30 s" in rows["refresh"][2], rows["refresh"]
+    screenshot(browser, "schedules")
+    browser.execute_script("document.querySelector('button[data-schedule=\"nightly-purge\"]').click()")
+    wait_until(lambda: c.get_schedule("nightly-purge").paused, "the schedule to be paused")
+    wait_until(lambda: "paused" in schedule_rows(browser)["nightly-purge"][0],
+               "the page to show it paused")
