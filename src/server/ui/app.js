@@ -318,6 +318,126 @@ function schedulesPage() {
   return { mount: render, update: render };
 }
 
+/** The query of a hash ("#/tasks?queue=q&state=dead") as URLSearchParams. */
+function hashQuery(hash) {
+  const i = hash.indexOf("?");
+  return new URLSearchParams(i < 0 ? "" : hash.slice(i + 1));
+}
+
+/** A button that calls the API, then refreshes the page (errors go to the status line). */
+function actionButton(label, method, path, attrs = {}) {
+  const b = el("button", { type: "button", ...attrs }, label);
+  b.addEventListener("click", async () => {
+    try {
+      await api(method, path);
+      status.textContent = `${label}: done`;
+      refresh();
+    } catch (e) {
+      status.textContent = `${label}: ${e.code || "error"}: ${e.message}`;
+      status.classList.add("error");
+    }
+  });
+  return b;
+}
+
+/** The actions a task in its state allows. */
+function taskActions(t) {
+  const path = `/v1/tasks/${encodeURIComponent(t.id)}`;
+  const out = [];
+  if (t.state === "dead") out.push(actionButton("Retry", "POST", `${path}/retry`, { "data-task": t.id }));
+  if (t.state === "scheduled") out.push(actionButton("Cancel", "DELETE", path, { "data-task": t.id }));
+  return out;
+}
+
+/** The task browser: filter by queue, state and key; a page at a time. */
+function tasksPage(query) {
+  const filter = { queue: query.get("queue") || "", state: query.get("state") || "", key: query.get("key") || "" };
+  const cursors = [""]; // the cursor of each page seen, to go back
+  let page = 0;
+
+  const form = el("form", { id: "task-filter", class: "filters" },
+    el("label", { for: "f-queue" }, "Queue"), el("input", { id: "f-queue", name: "queue", value: filter.queue }),
+    el("label", { for: "f-state" }, "State"),
+    el("select", { id: "f-state", name: "state" }, el("option", { value: "" }, "any"),
+      ...STATES.map((st) => el("option", st === filter.state ? { value: st, selected: "" } : { value: st }, st))),
+    el("label", { for: "f-key" }, "Key"), el("input", { id: "f-key", name: "key", value: filter.key }),
+    el("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const q = new URLSearchParams();
+    for (const name of ["queue", "state", "key"]) {
+      const v = form.elements[name].value.trim();
+      if (v) q.set(name, v);
+    }
+    location.hash = `#/tasks?${q}`;
+  });
+  const results = el("div", { id: "task-results" });
+  const prev = el("button", { type: "button", id: "prev-page" }, "← Previous");
+  const next = el("button", { type: "button", id: "next-page" }, "Next →");
+  prev.addEventListener("click", () => { if (page > 0) { page--; render(); } });
+  next.addEventListener("click", () => { if (cursors[page + 1] !== undefined) { page++; render(); } });
+
+  async function render() {
+    const q = new URLSearchParams({ limit: "50" });
+    for (const [k, v] of Object.entries(filter)) if (v) q.set(k, v);
+    if (cursors[page]) q.set("cursor", cursors[page]);
+    const { tasks = [], next_cursor: nextCursor } = await api("GET", `/v1/tasks?${q}`);
+    cursors.length = page + 1;
+    if (nextCursor) cursors.push(nextCursor);
+    prev.disabled = page === 0;
+    next.disabled = !nextCursor;
+    if (tasks.length === 0) {
+      results.replaceChildren(el("p", { class: "empty" }, "No task matches."));
+      return;
+    }
+    results.replaceChildren(el("table", { class: "tasks" },
+      el("thead", {}, el("tr", {}, ...["task", "queue", "state", "key", "attempt", "run at", "last error", ""]
+        .map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, ...tasks.map((t) => el("tr", { "data-task": t.id },
+        el("td", {}, el("a", { class: "name", href: `#/task/${encodeURIComponent(t.id)}` }, t.id)),
+        el("td", { "data-label": "queue" }, t.queue),
+        el("td", { "data-label": "state", class: t.state === "dead" ? "dead" : "" }, t.state),
+        el("td", { "data-label": "key" }, t.key ?? "–"),
+        el("td", { "data-label": "attempt" }, `${t.attempt}/${t.max_attempts}`),
+        el("td", { "data-label": "run at" }, formatIn(t.run_at, "local")),
+        el("td", { "data-label": "last error", class: "error-text" }, (t.last_error || "–").split("\n")[0]),
+        el("td", {}, ...taskActions(t)))))));
+  }
+
+  return {
+    async mount() {
+      await render();
+      main.replaceChildren(el("section", { "aria-labelledby": "tasks-title" },
+        el("h1", { id: "tasks-title" }, "Tasks"), form, results, el("p", { class: "pager" }, prev, " ", next)));
+    },
+    update: render,
+  };
+}
+
+/** One task, whole: payload, attempts, error, lease, webhook; retry or cancel. */
+function taskPage(id) {
+  async function render() {
+    const t = await api("GET", `/v1/tasks/${encodeURIComponent(id)}`);
+    const row = (label, value) => [el("dt", {}, label), el("dd", {}, value)];
+    main.replaceChildren(el("section", { "aria-labelledby": "task-title" },
+      el("p", {}, el("a", { href: `#/tasks?queue=${encodeURIComponent(t.queue)}` }, `← Tasks of ${t.queue}`)),
+      el("h1", { id: "task-title" }, t.id),
+      el("dl", { class: "task" },
+        ...row("state", el("span", { id: "task-state", class: t.state === "dead" ? "dead" : "" }, t.state)),
+        ...row("queue", t.queue), ...row("key", t.key ?? "–"),
+        ...row("attempt", `${t.attempt} of ${t.max_attempts}`), ...row("priority", t.priority),
+        ...row("run at", `${formatIn(t.run_at, "local")} (${t.run_at})`),
+        ...(t.lease_until ? row("lease until", `${formatIn(t.lease_until, "local")} (${t.lease_until})`) : []),
+        ...(t.target ? row("webhook", `${t.target.method} ${t.target.url}`) : []),
+        ...(t.last_response ? row("last response", t.last_response) : []),
+        ...row("created", t.created_at), ...row("updated", t.updated_at)),
+      el("h2", {}, "Last error"), el("pre", { class: "error-text" }, t.last_error || "–"),
+      el("h2", {}, "Payload"), el("pre", { id: "task-payload" }, JSON.stringify(t.payload, null, 2)),
+      el("p", {}, ...taskActions(t))));
+  }
+  return { mount: render, update: render };
+}
+
 /** The overview: rendered whole at each refresh. */
 function overviewPage() {
   return { mount: renderOverview, update: renderOverview };
@@ -328,6 +448,9 @@ function pageFor(hash) {
   const m = /^#\/queue\/(.+)$/.exec(hash);
   if (m) return queuePage(decodeURIComponent(m[1]));
   if (hash === "#/schedules") return schedulesPage();
+  if (hash === "#/tasks" || hash.startsWith("#/tasks?")) return tasksPage(hashQuery(hash));
+  const task = /^#\/task\/(.+)$/.exec(hash);
+  if (task) return taskPage(decodeURIComponent(task[1]));
   return overviewPage();
 }
 

@@ -290,3 +290,43 @@ def test_schedules_show_their_next_runs_in_their_zone(browser: WebDriver,
     wait_until(lambda: c.get_schedule("nightly-purge").paused, "the schedule to be paused")
     wait_until(lambda: "paused" in schedule_rows(browser)["nightly-purge"][0],
                "the page to show it paused")
+
+
+def task_rows(driver: WebDriver) -> List[List[str]]:
+    """The task browser's rows: the task id, then each cell's text (one script, see cell_texts)."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('#task-results tbody tr')].map(tr =>"
+        " [tr.dataset.task, ...[...tr.querySelectorAll('td')].map(td => td.innerText)])")
+    return [list(r) for r in rows]
+
+
+def test_a_dead_task_found_in_the_browser_is_retried_and_succeeds(browser: WebDriver,
+                                                                  server: Chronoqd) -> None:
+    seed(server.url)
+    c = Client(server.url, timeout=10)
+    browser.get(server.url + "/ui/#/tasks")
+    wait_until(lambda: len(task_rows(browser)) == 7, "the task browser to list every task")
+    # Filter down to the one dead task.
+    browser.find_element(By.ID, "f-queue").send_keys("purge")
+    browser.execute_script("document.getElementById('f-state').value = 'dead'")
+    browser.find_element(By.CSS_SELECTOR, "#task-filter button[type=submit]").click()
+    rows = wait_until(lambda: len(task_rows(browser)) == 1 and task_rows(browser),
+                      "the filter to leave the dead task alone")
+    dead_id = rows[0][0]
+    assert rows[0][3] == "dead" and "disk full" in rows[0][7], rows
+    assert "state=dead" in browser.current_url and "queue=purge" in browser.current_url
+    screenshot(browser, "tasks-dead")
+    # Its page shows the error and the payload in full.
+    browser.get(f"{server.url}/ui/#/task/{dead_id}")
+    wait_until(lambda: text_of(browser, "#task-state") == "dead", "the dead task's page")
+    assert '"days": 30' in text_of(browser, "#task-payload")
+    assert "disk full" in text_of(browser, "pre.error-text")
+    screenshot(browser, "task")
+    browser.execute_script(
+        "document.querySelector('button[data-task=\"' + arguments[0] + '\"]').click()", dead_id)
+    wait_until(lambda: c.get(dead_id).state == "scheduled", "the retry to schedule the task")
+    lease = c.claim("purge", lease=60).tasks[0]
+    assert lease.id == dead_id
+    c.ack(lease.id, lease.token)
+    wait_until(lambda: text_of(browser, "#task-state") == "succeeded",
+               "the task's page to show it succeeded")
