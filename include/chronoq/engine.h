@@ -169,11 +169,19 @@ class Engine {
                                   std::optional<std::string> payload = std::nullopt) = 0;
   // Schedules a dead task again, now, with its attempts reset.
   virtual Result<Task> Retry(std::string_view id) = 0;
+  // Deletes a finished task (succeeded, cancelled or dead) now rather than
+  // after its retention; returns it as it was. FailedPrecondition if it is
+  // scheduled or running (cancel it first).
+  virtual Result<Task> Purge(std::string_view id) = 0;
   virtual Result<Task> Get(std::string_view id) = 0;
   // Lists tasks, filtered by queue and/or state. With a state other than
   // dead, in due order to a few minutes (4.5-minute buckets), then creation order;
   // otherwise in creation order.
   virtual Result<TaskPage> List(const ListRequest& request) = 0;
+  // The keys of `queue` with the most scheduled tasks, most first (then by
+  // key), at most `limit` (1-1000). Reads the whole queue's keyed backlog:
+  // for people, not for hot paths.
+  virtual Result<std::vector<KeyBacklog>> KeyBacklogs(std::string_view queue, int limit) = 0;
 
   // --- consuming (remote or custom workers) ---------------------------------
   // Claims up to `max` due tasks of `queue` under a lease of `lease`, and no
@@ -264,6 +272,9 @@ class Engine {
   virtual Result<LockGrant> ExtendLock(std::string_view key, uint64_t token, Duration lease) = 0;
   // The key's holder and waiters; a key nobody holds is simply not held.
   virtual Result<LockInfo> GetLock(std::string_view key) = 0;
+  // Keys held or waited for, in key order, starting after `after` (empty:
+  // from the first), at most `limit` (1-1000).
+  virtual Result<std::vector<LockInfo>> ListLocks(std::string_view after, int limit) = 0;
 
   // --- in-process workers ---------------------------------------------------
   // Starts a worker pool for `queue`. One pool per queue; AlreadyExists otherwise.
@@ -290,6 +301,7 @@ class Engine {
   virtual void RescheduleAsync(std::string id, Timestamp run_at, std::optional<std::string> payload,
                                Done<Task> done) = 0;
   virtual void RetryAsync(std::string id, Done<Task> done) = 0;
+  virtual void PurgeAsync(std::string id, Done<Task> done) = 0;
   virtual void ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
                           Done<std::vector<Lease>> done) = 0;
   // Acknowledges request.acks, then claims. Bad arguments (the claim's or

@@ -52,6 +52,7 @@ struct LockInfo {
   std::string key;
   bool held = false;
   std::string owner;                    // the holder's, when held
+  uint64_t token = 0;                   // the holder's fencing token, when held
   std::optional<Timestamp> expires_at;  // when held
   int64_t waiters = 0;
 };

@@ -89,6 +89,10 @@ struct QueueInfo {
   // none is due. Known only for tasks in the engine's look-ahead window: a
   // queue whose earliest task is not in memory is not late.
   Duration oldest_due_lateness{};
+  // Scheduled tasks whose run_at has passed and that a claim could take now
+  // (a keyed task counts once it is its key's next), as far as the engine's
+  // look-ahead window holds them (EngineOptions::max_window_tasks).
+  int64_t due = 0;
   // As configured: unset fields take the engine default.
   QueueSettings settings;
 };

@@ -98,6 +98,7 @@ struct Task {
   int priority = 0;
   std::optional<std::string> last_error;
   std::optional<Timestamp> lease_until;  // set while running
+  std::optional<uint64_t> lease_token;   // set while running: the holder's fencing token
   Timestamp created_at;
   Timestamp updated_at;
   std::optional<WebhookTarget> target;
@@ -105,6 +106,9 @@ struct Task {
   // by whoever acknowledged or failed the task with one (chronoqd does).
   std::optional<std::string> last_response;
   std::string key;  // empty: none
+  // The schedule this task is an occurrence of, while that schedule exists
+  // (read by Get and List; empty otherwise).
+  std::string schedule;
   // Set only by Enqueue: the id named an unfinished task that on_conflict
   // kIgnore returned unchanged (nothing was written).
   bool existed = false;
@@ -131,12 +135,22 @@ struct ListRequest {
   std::optional<std::string> queue;
   std::optional<TaskState> state;
   std::optional<std::string> key;  // only tasks with this key
+  std::string id_prefix;           // only tasks whose id starts with this
+  // Only tasks created in [created_after, created_before) (millisecond precision).
+  std::optional<Timestamp> created_after;
+  std::optional<Timestamp> created_before;
   int limit = 100;                 // 1-1000
   std::string cursor;              // from a previous page's next_cursor
 };
 struct TaskPage {
   std::vector<Task> tasks;
   std::string next_cursor;
+};
+
+// A key of a queue and its scheduled tasks (Engine::KeyBacklogs).
+struct KeyBacklog {
+  std::string key;
+  int64_t backlog = 0;
 };
 
 }  // namespace chronoq

@@ -477,6 +477,14 @@ void AppendTask(std::string& out, const Task& task) {
     out += ",\"lease_until\":";
     AppendTime(out, *task.lease_until);
   }
+  if (task.lease_token) {
+    out += ",\"lease_token\":";
+    out += std::to_string(*task.lease_token);
+  }
+  if (!task.schedule.empty()) {
+    out += ",\"schedule\":";
+    AppendString(out, task.schedule);
+  }
   if (task.target) {
     out += ",\"target\":";
     AppendTarget(out, *task.target);
@@ -621,6 +629,8 @@ void AppendLockInfo(std::string& out, const LockInfo& info) {
   out += ",\"owner\":";
   AppendOptional(out, info.held && !info.owner.empty() ? std::optional(info.owner) : std::nullopt,
                  AppendString);
+  out += ",\"token\":";
+  out += info.held ? std::to_string(info.token) : "null";
   out += ",\"expires_at\":";
   AppendOptional(out, info.held ? info.expires_at : std::nullopt, AppendTime);
   out += ",\"waiters\":";
@@ -670,6 +680,8 @@ void AppendQueue(std::string& out, const QueueInfo& q) {
   out += q.webhooks ? "true" : "false";
   out += ",\"oldest_due_lateness_ms\":";
   out += std::to_string(Millis(q.oldest_due_lateness));
+  out += ",\"due\":";
+  out += std::to_string(q.due);
   out += ",\"concurrency\":";
   AppendOptionalNumber(out, q.settings.concurrency);
   out += ",\"max_in_flight\":";  // another name for concurrency

@@ -67,11 +67,20 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   t.priority = row.priority;
   t.last_error = row.last_error;
   t.last_response = row.response;
-  if (row.state == TaskState::kRunning) t.lease_until = due;
+  if (row.state == TaskState::kRunning) {
+    t.lease_until = due;
+    t.lease_token = row.token;
+  }
   t.created_at = SeqCreatedAt(row.seq);
   t.updated_at = row.updated.value_or(t.created_at);
   if (row.target) t.target = StoredTarget(*row.target);
   t.key = row.key.value_or("");
+  return t;
+}
+
+Task TaskFromRead(const Store::ReadRow& read) {
+  Task t = TaskFromRow(read.row, read.queue);
+  t.schedule = read.schedule;
   return t;
 }
 
@@ -230,8 +239,9 @@ QueueInfo Core::Info(const QueueState& q, Timestamp now) const {
   info.settings = q.settings;
   // The window holds every scheduled task due before its horizon, so its
   // first entry of the queue is the queue's earliest due task, if any is due.
-  if (std::optional<Timestamp> due = window_.EarliestDue(q.qid); due && *due < now) {
+  if (std::optional<Timestamp> due = window_.EarliestDue(q.qid); due && *due <= now) {
     info.oldest_due_lateness = now - *due;
+    info.due = static_cast<int64_t>(window_.CountDue(q.qid, now));
   }
   return info;
 }
@@ -513,6 +523,18 @@ Result<Task> Core::Retry(const std::string& id) {
   row.run_at.reset();
   row.attempt = 0;
   row.updated = now;
+  return ToTask(row);
+}
+
+Result<Task> Core::Purge(const std::string& id) {
+  CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
+  if (row.state == TaskState::kScheduled || row.state == TaskState::kRunning) {
+    return WrongState(id, row.state, "finished (succeeded, cancelled or dead)");
+  }
+  // A finished task is in no window, key line or lease table; a schedule
+  // whose newest occurrence it was finds it gone, as after its retention.
+  CHRONOQ_RETURN_IF_ERROR(store_.Delete(row.seq));
+  Count(row.qid, row.state, std::nullopt);
   return ToTask(row);
 }
 

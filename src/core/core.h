@@ -69,6 +69,8 @@ struct CycleStats {
 
 // The client's view of a stored row.
 Task TaskFromRow(const TaskRow& row, const std::string& queue);
+// ... of a row read with its queue's and schedule's names.
+Task TaskFromRead(const Store::ReadRow& read);
 // A stored webhook target; nullopt (and a logged warning) when it is corrupt.
 std::optional<WebhookTarget> StoredTarget(const std::string& json);
 
@@ -113,8 +115,6 @@ class ClaimOp : public Op {
  private:
   friend class Core;
 
-  // The client's view of a stored row.
-  Task TaskFromRow(const TaskRow& row, const std::string& queue);
   int64_t qid_ = 0;
   std::list<ClaimOp*>::iterator parked_at_;
 };
@@ -146,6 +146,7 @@ class Core {
   Result<Task> Reschedule(const std::string& id, Timestamp run_at,
                           const std::optional<std::string>& payload);
   Result<Task> Retry(const std::string& id);
+  Result<Task> Purge(const std::string& id);
   Result<std::vector<Lease>> Claim(const std::string& queue, int max, Duration lease);
   Status Ack(const std::string& id, uint64_t token);
   // One Status per acknowledgement; the valid ones are written together.
@@ -175,6 +176,7 @@ class Core {
   Status ReleaseLock(const std::string& key, uint64_t token);
   Result<LockGrant> ExtendLock(const std::string& key, uint64_t token, Duration lease);
   LockInfo GetLock(const std::string& key) const;
+  std::vector<LockInfo> ListLocks(const std::string& after, int limit) const;
 
   // --- queues (inside the transaction) ---
   std::vector<QueueInfo> ListQueues() const;

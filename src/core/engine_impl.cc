@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/futex.h"
+#include "common/task_id.h"
 #include "schedule/schedule_spec.h"
 #include <pthread.h>
 
@@ -522,6 +523,11 @@ Result<CoreFn<Task>> EngineImpl::PrepareRetry(std::string_view id) {
   return CoreFn<Task>([id = std::string(id)](Core& core) { return core.Retry(id); });
 }
 
+Result<CoreFn<Task>> EngineImpl::PreparePurge(std::string_view id) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
+  return CoreFn<Task>([id = std::string(id)](Core& core) { return core.Purge(id); });
+}
+
 Result<Task> EngineImpl::Cancel(std::string_view id) { return CallPrepared(PrepareCancel(id)); }
 
 Result<Task> EngineImpl::Reschedule(std::string_view id, Timestamp run_at,
@@ -530,6 +536,8 @@ Result<Task> EngineImpl::Reschedule(std::string_view id, Timestamp run_at,
 }
 
 Result<Task> EngineImpl::Retry(std::string_view id) { return CallPrepared(PrepareRetry(id)); }
+
+Result<Task> EngineImpl::Purge(std::string_view id) { return CallPrepared(PreparePurge(id)); }
 
 void EngineImpl::CancelAsync(std::string id, Done<Task> done) {
   CallAsync(PrepareCancel(id), std::move(done));
@@ -544,6 +552,10 @@ void EngineImpl::RetryAsync(std::string id, Done<Task> done) {
   CallAsync(PrepareRetry(id), std::move(done));
 }
 
+void EngineImpl::PurgeAsync(std::string id, Done<Task> done) {
+  CallAsync(PreparePurge(id), std::move(done));
+}
+
 Result<Task> EngineImpl::ReadTask(std::string_view id) {
   CHRONOQ_RETURN_IF_ERROR(ValidateTaskRef(id));
   std::optional<Store::ReadRow> row;
@@ -553,10 +565,72 @@ Result<Task> EngineImpl::ReadTask(std::string_view id) {
     CHRONOQ_ASSIGN_OR_RETURN(row, store_->ReadByName(std::string(id)));
   }
   if (!row) return Status::NotFound("task " + std::string(id) + " does not exist");
-  return TaskFromRow(row->row, row->queue);
+  return TaskFromRead(*row);
 }
 
 Result<Task> EngineImpl::Get(std::string_view id) { return ReadTask(id); }
+
+namespace {
+
+// The first seq created at or after `t` (seqs carry their creation
+// millisecond, task_id.h).
+int64_t FirstSeqAt(Timestamp t) {
+  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const int64_t ms = us / 1000 + (us % 1000 > 0 ? 1 : 0);  // up to the next whole millisecond
+  if (ms <= 0) return 0;
+  if (ms >= (INT64_MAX >> kSeqCounterBits)) return INT64_MAX;
+  return ms << kSeqCounterBits;
+}
+
+}  // namespace
+
+// Turns the id prefix and the creation range into the seq and name ranges
+// the store can walk on its indexes: a generated id ("_" and 16 hex digits)
+// is its seq, so a prefix of one is a range of seqs.
+Status EngineImpl::NarrowToIds(const ListRequest& request, Store::ListQuery& q) {
+  if (request.created_after) q.min_seq = std::max(q.min_seq, FirstSeqAt(*request.created_after));
+  if (request.created_before) {
+    q.max_seq = std::min(q.max_seq, FirstSeqAt(*request.created_before) - 1);
+  }
+  const std::string& prefix = request.id_prefix;
+  if (prefix.empty()) return {};
+  if (prefix.size() > kMaxIdBytes) {
+    return Status::InvalidArgument(
+        "id_prefix", "is longer than an id (" + std::to_string(kMaxIdBytes) + " bytes)");
+  }
+  if (prefix[0] != '_') {
+    q.name_prefix = prefix;
+    return {};
+  }
+  const std::string_view hex = std::string_view(prefix).substr(1);
+  constexpr size_t kDigits = 16;
+  if (hex.size() > kDigits ||
+      hex.find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+    return Status::InvalidArgument(
+        "id_prefix", "starts with \"_\" (a generated id: \"_\" and 16 lowercase hex digits) "
+                     "but no generated id starts with \"" + prefix + "\"");
+  }
+  // "_0a1" covers seqs 0x0a10...0 to 0x0a1f...f.
+  const int shift = static_cast<int>(4 * (kDigits - hex.size()));
+  uint64_t high = 0;
+  for (char c : hex) high = high * 16 + static_cast<uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  const uint64_t low = shift == 64 ? 0 : high << shift;
+  const uint64_t top = shift == 64 ? UINT64_MAX : low | ((uint64_t{1} << shift) - 1);
+  if (low > static_cast<uint64_t>(INT64_MAX)) {
+    q.max_seq = -1;  // no seq is that large: an empty page
+    return {};
+  }
+  q.min_seq = std::max(q.min_seq, static_cast<int64_t>(low));
+  q.max_seq = std::min(q.max_seq, static_cast<int64_t>(std::min<uint64_t>(top, INT64_MAX)));
+  q.generated_only = true;
+  return {};
+}
+
+Result<std::vector<KeyBacklog>> EngineImpl::KeyBacklogs(std::string_view queue, int limit) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(queue));
+  CHRONOQ_RETURN_IF_ERROR(ValidateLimit(limit, kMaxListLimit, "limit"));
+  return store_->KeyBacklogs(std::string(queue), limit);
+}
 
 Result<TaskPage> EngineImpl::List(const ListRequest& request) {
   CHRONOQ_RETURN_IF_ERROR(ValidateLimit(request.limit, kMaxListLimit, "limit"));
@@ -567,12 +641,13 @@ Result<TaskPage> EngineImpl::List(const ListRequest& request) {
   q.state = request.state;
   q.key = request.key;
   q.limit = request.limit;
+  CHRONOQ_RETURN_IF_ERROR(NarrowToIds(request, q));
   const bool by_due = request.state.has_value() && *request.state != TaskState::kDead;
   if (!request.cursor.empty()) CHRONOQ_RETURN_IF_ERROR(DecodeCursor(request.cursor, by_due, q));
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<Store::ReadRow> rows, store_->List(q));
   TaskPage page;
   page.tasks.reserve(rows.size());
-  for (const Store::ReadRow& r : rows) page.tasks.push_back(TaskFromRow(r.row, r.queue));
+  for (const Store::ReadRow& r : rows) page.tasks.push_back(TaskFromRead(r));
   if (static_cast<int>(rows.size()) == request.limit) {
     page.next_cursor = EncodeCursor(rows.back(), by_due);
   }
@@ -917,6 +992,14 @@ Result<LockGrant> EngineImpl::ExtendLock(std::string_view key, uint64_t token, D
 void EngineImpl::ExtendLockAsync(std::string key, uint64_t token, Duration lease,
                                  Done<LockGrant> done) {
   CallAsync(PrepareExtendLock(key, token, lease), std::move(done));
+}
+
+Result<std::vector<LockInfo>> EngineImpl::ListLocks(std::string_view after, int limit) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateLimit(limit, kMaxListLimit, "limit"));
+  return Call<std::vector<LockInfo>>(
+      [after = std::string(after), limit](Core& core) -> Result<std::vector<LockInfo>> {
+        return core.ListLocks(after, limit);
+      });
 }
 
 Result<LockInfo> EngineImpl::GetLock(std::string_view key) {

@@ -42,8 +42,10 @@ class EngineImpl final : public Engine {
   Result<Task> Reschedule(std::string_view id, Timestamp run_at,
                           std::optional<std::string> payload) override;
   Result<Task> Retry(std::string_view id) override;
+  Result<Task> Purge(std::string_view id) override;
   Result<Task> Get(std::string_view id) override;
   Result<TaskPage> List(const ListRequest& request) override;
+  Result<std::vector<KeyBacklog>> KeyBacklogs(std::string_view queue, int limit) override;
   Result<std::vector<Lease>> Claim(std::string_view queue, int max, Duration lease,
                                    Duration wait) override;
   Status Ack(std::string_view id, uint64_t token) override;
@@ -73,6 +75,7 @@ class EngineImpl final : public Engine {
   Status ReleaseLock(std::string_view key, uint64_t token) override;
   Result<LockGrant> ExtendLock(std::string_view key, uint64_t token, Duration lease) override;
   Result<LockInfo> GetLock(std::string_view key) override;
+  Result<std::vector<LockInfo>> ListLocks(std::string_view after, int limit) override;
   void AcquireLockAsync(std::string key, LockRequest request, Done<LockGrant> done) override;
   void ReleaseLockAsync(std::string key, uint64_t token, DoneStatus done) override;
   void ExtendLockAsync(std::string key, uint64_t token, Duration lease,
@@ -86,6 +89,7 @@ class EngineImpl final : public Engine {
   void RescheduleAsync(std::string id, Timestamp run_at, std::optional<std::string> payload,
                        Done<Task> done) override;
   void RetryAsync(std::string id, Done<Task> done) override;
+  void PurgeAsync(std::string id, Done<Task> done) override;
   void ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
                   Done<std::vector<Lease>> done) override;
   void ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) override;
@@ -114,6 +118,7 @@ class EngineImpl final : public Engine {
   Result<CoreFn<Task>> PrepareReschedule(std::string_view id, Timestamp run_at,
                                          std::optional<std::string> payload);
   Result<CoreFn<Task>> PrepareRetry(std::string_view id);
+  Result<CoreFn<Task>> PreparePurge(std::string_view id);
   Result<CoreFn<std::vector<Status>>> PrepareAckMany(std::vector<AckRequest> acks);
   Result<CoreFn<bool>> PrepareFail(std::string_view id, uint64_t token, std::string_view error,
                                    std::optional<Duration> retry_after, std::string response);
@@ -136,6 +141,8 @@ class EngineImpl final : public Engine {
   Result<std::vector<Lease>> ClaimWaiting(const std::string& queue, int max, Duration lease,
                                           Duration wait, const std::atomic<bool>* cancel);
   Result<Task> ReadTask(std::string_view id);
+  // List's id prefix and creation range, as seq and name ranges.
+  static Status NarrowToIds(const ListRequest& request, Store::ListQuery& q);
   // Adds a committed cycle to the statistics.
   void RecordCycle(const CycleStats& cycle, size_t ops);
   // Notes a failed cycle's status: the store is down while it is Unavailable.

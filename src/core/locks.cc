@@ -18,4 +18,8 @@ Result<LockGrant> Core::ExtendLock(const std::string& key, uint64_t token, Durat
 
 LockInfo Core::GetLock(const std::string& key) const { return locks_.Get(key); }
 
+std::vector<LockInfo> Core::ListLocks(const std::string& after, int limit) const {
+  return locks_.List(after, static_cast<size_t>(limit));
+}
+
 }  // namespace chronoq

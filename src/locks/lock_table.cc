@@ -121,19 +121,35 @@ Result<LockGrant> LockTable::Extend(const std::string& key, uint64_t token, Time
   return LockGrant{token, expires};
 }
 
-LockInfo LockTable::Get(const std::string& key) const {
+LockInfo LockTable::InfoOf(const std::string& key, const LockState& lock) {
   LockInfo info;
   info.key = key;
-  auto it = locks_.find(key);
-  if (it == locks_.end()) return info;
-  const LockState& lock = it->second;
   info.held = lock.held;
   if (lock.held) {
     info.owner = lock.owner;
+    info.token = lock.token;
     info.expires_at = lock.expires;
   }
   info.waiters = static_cast<int64_t>(lock.waiters.size());
   return info;
+}
+
+LockInfo LockTable::Get(const std::string& key) const {
+  auto it = locks_.find(key);
+  if (it == locks_.end()) {
+    LockInfo info;
+    info.key = key;
+    return info;
+  }
+  return InfoOf(key, it->second);
+}
+
+std::vector<LockInfo> LockTable::List(const std::string& after, size_t limit) const {
+  std::vector<LockInfo> out;
+  for (auto it = locks_.upper_bound(after); it != locks_.end() && out.size() < limit; ++it) {
+    out.push_back(InfoOf(it->first, it->second));
+  }
+  return out;
 }
 
 LockWait* LockTable::PopFirstWait() {

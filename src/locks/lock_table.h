@@ -79,6 +79,8 @@ class LockTable {
   // Moves the grant's lease end to `expires`; FailedPrecondition as Release.
   Result<LockGrant> Extend(const std::string& key, uint64_t token, Timestamp expires);
   LockInfo Get(const std::string& key) const;
+  // Keys held or waited for after `after`, in key order, at most `limit`.
+  std::vector<LockInfo> List(const std::string& after, size_t limit) const;
 
   // Frees lapsed leases (handing their keys to the next waiters) and answers
   // waits that ran out; appends every wait answered since the last call
@@ -104,6 +106,7 @@ class LockTable {
   };
   using Locks = std::map<std::string, LockState>;
 
+  static LockInfo InfoOf(const std::string& key, const LockState& lock);
   // Makes the key's lock held by a new grant.
   Result<LockGrant> Grant(const std::string& key, LockState& lock, const LockRequest& request,
                           Timestamp now);

@@ -230,6 +230,17 @@ Result<int> ParseIntParam(std::string_view key, std::string_view value, int min,
   return n;
 }
 
+Result<int> ParseOnlyIntParam(std::string_view query, std::string_view name, int fallback) {
+  int value = fallback;
+  CHRONOQ_RETURN_IF_ERROR(
+      ForEachQueryParam(query, [&](std::string_view key, std::string text) -> Status {
+        if (key != name) return UnknownQueryParam(key);
+        CHRONOQ_ASSIGN_OR_RETURN(value, ParseIntParam(key, text));
+        return {};
+      }));
+  return value;
+}
+
 Status UnknownQueryParam(std::string_view key) {
   return Status::InvalidArgument(key, "unknown query parameter");
 }
@@ -239,7 +250,8 @@ Api::Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)
     : engine_(engine),
       clock_(clock),
       run_blocking_(std::move(run_blocking)),
-      on_webhook_queue_(std::move(on_webhook_queue)) {}
+      on_webhook_queue_(std::move(on_webhook_queue)),
+      sampler_(engine, clock, history_) {}
 
 void Api::Handle(ApiRequest request, Respond respond) {
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
@@ -325,7 +337,12 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
          "/v1/tasks/{id}/extend",
          [](Api& api, C c) { api.ExtendTask(c.params[0], c.body, c.respond); },
          {}},
+        {"POST",
+         "/v1/tasks/{id}/purge",
+         [](Api& api, C c) { api.PurgeTask(c.params[0], c.body, c.respond); },
+         {}},
         {"POST", "/v1/acks", [](Api& api, C c) { api.AckMany(c.body, c.respond); }, {}},
+        {"GET", "/v1/stats/history", [](Api& api, C c) { api.StatsHistoryOf(c.respond); }, {}},
         // schedules
         {"GET", "/v1/schedules", [](Api& api, C c) { api.ListSchedules(c.query, c.respond); }, {}},
         {"POST", "/v1/schedules", [](Api& api, C c) { api.CreateSchedule(c.body, c.respond); }, {}},
@@ -353,7 +370,9 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
          "/v1/schedules/{name}/next",
          [](Api& api, C c) { api.NextOccurrences(c.params[0], c.query, c.respond); },
          {}},
+        {"GET", "/v1/cron/next", [](Api& api, C c) { api.CronNext(c.query, c.respond); }, {}},
         // locks
+        {"GET", "/v1/locks", [](Api& api, C c) { api.ListLocks(c.query, c.respond); }, {}},
         {"GET", "/v1/locks/{key}", [](Api& api, C c) { api.GetLock(c.params[0], c.respond); }, {}},
         {"POST",
          "/v1/locks/{key}/acquire",
@@ -372,6 +391,10 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
         {"GET",
          "/v1/queues/{queue}",
          [](Api& api, C c) { api.GetQueue(c.params[0], c.respond); },
+         {}},
+        {"GET",
+         "/v1/queues/{queue}/keys",
+         [](Api& api, C c) { api.QueueKeys(c.params[0], c.query, c.respond); },
          {}},
         {"PUT",
          "/v1/queues/{queue}",
@@ -510,6 +533,12 @@ void Api::ListTasks(std::string_view query, const Respond& respond) {
       // No task has the empty key (it means none); the engine checks the rest.
       if (value.empty()) return Status::InvalidArgument("key", "must not be empty");
       req.key = std::move(value);
+    } else if (name == "id_prefix") {
+      req.id_prefix = std::move(value);
+    } else if (name == "created_after") {
+      CHRONOQ_ASSIGN_OR_RETURN(req.created_after, ParseTime(value, name));
+    } else if (name == "created_before") {
+      CHRONOQ_ASSIGN_OR_RETURN(req.created_before, ParseTime(value, name));
     } else {
       return UnknownQueryParam(name);
     }
@@ -535,6 +564,14 @@ void Api::RetryTask(const std::string& id, const std::string& body, const Respon
   if (!s.ok()) return respond(ErrorResponse(s));
   engine_.RetryAsync(id, ReplyTask(respond));
 }
+
+void Api::PurgeTask(const std::string& id, const std::string& body, const Respond& respond) {
+  Status s = ExpectNoFields(body);
+  if (!s.ok()) return respond(ErrorResponse(s));
+  engine_.PurgeAsync(id, ReplyTask(respond));
+}
+
+void Api::StatsHistoryOf(const Respond& respond) { respond(JsonResponse(200, history_.Json())); }
 
 void Api::RescheduleTask(const std::string& id, const std::string& body, const Respond& respond) {
   Result<Json> json = ParseBody(body);

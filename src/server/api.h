@@ -13,6 +13,8 @@
 
 #include "chronoq/engine.h"
 
+#include "server/stats_history.h"
+
 namespace chronoq::server {
 
 struct ApiRequest {
@@ -115,9 +117,12 @@ class Api final : public RequestHandler {
   void AckMany(const std::string& body, const Respond& respond);
   void FailTask(const std::string& id, const std::string& body, const Respond& respond);
   void ExtendTask(const std::string& id, const std::string& body, const Respond& respond);
+  void PurgeTask(const std::string& id, const std::string& body, const Respond& respond);
+  void StatsHistoryOf(const Respond& respond);
   // api_queues.cc
   void ListQueues(const Respond& respond);
   void GetQueue(const std::string& queue, const Respond& respond);
+  void QueueKeys(const std::string& queue, std::string_view query, const Respond& respond);
   void ConfigureQueue(const std::string& queue, const std::string& body, const Respond& respond);
   void PauseQueue(const std::string& queue, bool paused, const std::string& body,
                   const Respond& respond);
@@ -135,11 +140,14 @@ class Api final : public RequestHandler {
   void PauseSchedule(const std::string& name, bool paused, const std::string& body,
                      const Respond& respond);
   void NextOccurrences(const std::string& name, std::string_view query, const Respond& respond);
+  // GET /v1/cron/next: a cron rule's next runs, by the schedules' own calculator.
+  void CronNext(std::string_view query, const Respond& respond);
   // api_locks.cc
   void AcquireLock(const std::string& key, const std::string& body, const Respond& respond);
   void ReleaseLock(const std::string& key, const std::string& body, const Respond& respond);
   void ExtendLock(const std::string& key, const std::string& body, const Respond& respond);
   void GetLock(const std::string& key, const Respond& respond);
+  void ListLocks(std::string_view query, const Respond& respond);
   // Answers with the schedule (or the error); tells on_webhook_queue_ about a
   // schedule with a target, whose occurrences chronoqd must deliver.
   void RespondSchedule(const Result<Schedule>& schedule, int status, const Respond& respond);
@@ -149,6 +157,8 @@ class Api final : public RequestHandler {
   std::function<void(std::function<void()>)> run_blocking_;
   std::function<void(const std::string& queue)> on_webhook_queue_;
   ApiCounters counters_;
+  StatsHistory history_;
+  StatsSampler sampler_;  // last: its thread reads engine_ and history_
 };
 
 // The HTTP status and wire code for an engine error: InvalidArgument 400
@@ -189,6 +199,9 @@ Status ForEachListParam(
 // A query parameter that must be an integer between `min` and `max`.
 Result<int> ParseIntParam(std::string_view key, std::string_view value, int min = INT32_MIN,
                           int max = INT32_MAX);
+// The integer parameter `name` (`fallback` when absent) of a query that may
+// have no other parameter.
+Result<int> ParseOnlyIntParam(std::string_view query, std::string_view name, int fallback);
 // An error for a query parameter nobody asked for.
 Status UnknownQueryParam(std::string_view key);
 

@@ -74,6 +74,36 @@ void Api::ExtendLock(const std::string& key, const std::string& body, const Resp
       }));
 }
 
+void Api::ListLocks(std::string_view query, const Respond& respond) {
+  std::string after;
+  int limit = kMaxListLimit;
+  Status s = ForEachQueryParam(query, [&](std::string_view key, std::string value) -> Status {
+    if (key == "after") {
+      after = std::move(value);
+    } else if (key == "limit") {
+      CHRONOQ_ASSIGN_OR_RETURN(limit, ParseIntParam(key, value));
+    } else {
+      return UnknownQueryParam(key);
+    }
+    return {};
+  });
+  if (!s.ok()) return respond(ErrorResponse(s));
+  run_blocking_([this, after, limit, respond] {
+    Result<std::vector<LockInfo>> locks = engine_.ListLocks(after, limit);
+    if (!locks.ok()) return respond(ErrorResponse(locks.status()));
+    ApiResponse out;
+    out.body = "{\"locks\":";
+    AppendArray(out.body, *locks, AppendLockInfo);
+    // A full page may have more after it: the next one starts after its last key.
+    if (static_cast<int>(locks->size()) == limit) {
+      out.body += ",\"next_after\":";
+      AppendString(out.body, locks->back().key);
+    }
+    out.body += '}';
+    respond(std::move(out));
+  });
+}
+
 void Api::GetLock(const std::string& key, const Respond& respond) {
   run_blocking_(
       [this, key, respond] { Reply<LockInfo>(respond, AppendLockInfo)(engine_.GetLock(key)); });

@@ -9,6 +9,9 @@
 namespace chronoq::server {
 namespace {
 
+// GET /v1/queues/{queue}/keys answers the 10 longest backlogs unless asked otherwise.
+constexpr int kDefaultKeysLimit = 10;
+
 ApiResponse QueueResponse(const Result<QueueInfo>& q) {
   if (!q.ok()) return ErrorResponse(q.status());
   ApiResponse out;
@@ -32,6 +35,26 @@ void Api::ListQueues(const Respond& respond) {
 
 void Api::GetQueue(const std::string& queue, const Respond& respond) {
   run_blocking_([this, queue, respond] { respond(QueueResponse(engine_.GetQueue(queue))); });
+}
+
+void Api::QueueKeys(const std::string& queue, std::string_view query, const Respond& respond) {
+  Result<int> limit = ParseOnlyIntParam(query, "limit", kDefaultKeysLimit);
+  if (!limit.ok()) return respond(ErrorResponse(limit.status()));
+  run_blocking_([this, queue, limit = *limit, respond] {
+    Result<std::vector<KeyBacklog>> keys = engine_.KeyBacklogs(queue, limit);
+    if (!keys.ok()) return respond(ErrorResponse(keys.status()));
+    ApiResponse out;
+    out.body = "{\"keys\":";
+    AppendArray(out.body, *keys, [](std::string& o, const KeyBacklog& k) {
+      o += "{\"key\":";
+      AppendString(o, k.key);
+      o += ",\"backlog\":";
+      o += std::to_string(k.backlog);
+      o += '}';
+    });
+    out.body += '}';
+    respond(std::move(out));
+  });
 }
 
 void Api::ConfigureQueue(const std::string& queue, const std::string& body,

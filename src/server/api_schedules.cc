@@ -12,6 +12,9 @@ namespace {
 
 // GET /v1/schedules/{name}/next answers 10 instants unless asked otherwise.
 constexpr int kDefaultNextCount = 10;
+// GET /v1/cron/next: 5 runs unless asked otherwise, at most 100.
+constexpr int kDefaultCronPreviewCount = 5;
+constexpr int kMaxCronPreviewCount = 100;
 
 Result<ScheduleSpec> ParseScheduleBody(const std::string& body,
                                        std::optional<std::string_view> path_name) {
@@ -85,14 +88,9 @@ void Api::PauseSchedule(const std::string& name, bool paused, const std::string&
 }
 
 void Api::NextOccurrences(const std::string& name, std::string_view query, const Respond& respond) {
-  int count = kDefaultNextCount;
-  Status s = ForEachQueryParam(query, [&](std::string_view key, std::string value) -> Status {
-    if (key != "count") return UnknownQueryParam(key);
-    CHRONOQ_ASSIGN_OR_RETURN(count, ParseIntParam(key, value));
-    return {};
-  });
-  if (!s.ok()) return respond(ErrorResponse(s));
-  run_blocking_([this, name, count, respond] {
+  Result<int> count = ParseOnlyIntParam(query, "count", kDefaultNextCount);
+  if (!count.ok()) return respond(ErrorResponse(count.status()));
+  run_blocking_([this, name, count = *count, respond] {
     Result<std::vector<Timestamp>> next = engine_.NextOccurrences(name, count);
     if (!next.ok()) return respond(ErrorResponse(next.status()));
     ApiResponse out;
@@ -101,6 +99,43 @@ void Api::NextOccurrences(const std::string& name, std::string_view query, const
     out.body += '}';
     respond(std::move(out));
   });
+}
+
+void Api::CronNext(std::string_view query, const Respond& respond) {
+  std::string cron;
+  CronOptions options;
+  int count = kDefaultCronPreviewCount;
+  Status s = ForEachQueryParam(query, [&](std::string_view key, std::string value) -> Status {
+    if (key == "cron") {
+      cron = std::move(value);
+    } else if (key == "tz") {
+      options.tz = std::move(value);
+    } else if (key == "dst_gap") {
+      CHRONOQ_ASSIGN_OR_RETURN(options.dst_gap, ParseDstGap(value, key));
+    } else if (key == "dst_repeat") {
+      CHRONOQ_ASSIGN_OR_RETURN(options.dst_repeat, ParseDstRepeat(value, key));
+    } else if (key == "count") {
+      CHRONOQ_ASSIGN_OR_RETURN(count, ParseIntParam(key, value, 1, kMaxCronPreviewCount));
+    } else {
+      return UnknownQueryParam(key);
+    }
+    return {};
+  });
+  if (s.ok() && cron.empty()) s = Status::InvalidArgument("cron", "is required");
+  Result<CronExpr> expr = s.ok() ? CronExpr::Parse(cron, options) : Result<CronExpr>(s);
+  if (!expr.ok()) return respond(ErrorResponse(expr.status()));
+  std::vector<Timestamp> next;
+  for (Timestamp at = clock_.Now(); static_cast<int>(next.size()) < count;) {
+    std::optional<Timestamp> n = expr->Next(at);
+    if (!n) break;
+    next.push_back(*n);
+    at = *n;
+  }
+  ApiResponse out;
+  out.body = "{\"next\":";
+  AppendArray(out.body, next, AppendTime);
+  out.body += '}';
+  respond(std::move(out));
 }
 
 }  // namespace chronoq::server

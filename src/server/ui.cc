@@ -1,6 +1,5 @@
 #include "server/ui.h"
 
-#include <array>
 #include <string>
 
 #include "chronoq/status.h"
@@ -9,24 +8,19 @@
 
 namespace chronoq::server {
 
-// The files' bytes, generated from src/server/ui/ by cmake/EmbedFile.cmake.
-std::string_view UiIndexHtml();
-std::string_view UiAppJs();
-std::string_view UiStyleCss();
-
 namespace {
 
-struct UiFile {
-  std::string_view name;
-  std::string_view content_type;
-  std::string_view (*bytes)();
-};
-
-constexpr std::array<UiFile, 3> kFiles = {{
-    {"index.html", "text/html; charset=utf-8", UiIndexHtml},
-    {"app.js", "text/javascript; charset=utf-8", UiAppJs},
-    {"style.css", "text/css; charset=utf-8", UiStyleCss},
-}};
+// The type of a dashboard file, by its extension.
+std::string_view ContentType(std::string_view name) {
+  auto ends = [&](std::string_view ext) {
+    return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext;
+  };
+  if (ends(".html")) return "text/html; charset=utf-8";
+  if (ends(".js")) return "text/javascript; charset=utf-8";
+  if (ends(".css")) return "text/css; charset=utf-8";
+  if (ends(".svg")) return "image/svg+xml";
+  return "application/octet-stream";
+}
 
 // Scripts, styles and API calls from this server only; no frames, no
 // plugins, no inline script: a payload shown on a page cannot run.
@@ -57,10 +51,10 @@ ApiResponse UiResponse(std::string_view method, std::string_view path) {
   }
   std::string_view name = path.substr(4);  // after "/ui/"
   if (name.empty()) name = "index.html";
-  for (const UiFile& f : kFiles) {
+  for (const EmbeddedFile& f : UiFiles()) {
     if (f.name != name) continue;
-    r.content_type = std::string(f.content_type);
-    r.body = std::string(f.bytes());
+    r.content_type = std::string(ContentType(f.name));
+    r.body = std::string(f.bytes);
     AddPageHeaders(r);
     return r;
   }

@@ -298,6 +298,7 @@ class Store {
   struct ReadRow {
     TaskRow row;
     std::string queue;
+    std::string schedule;  // the name of the schedule row.sid names, if it exists
   };
   virtual Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) = 0;
   virtual Result<std::optional<ReadRow>> ReadByName(const std::string& name) = 0;
@@ -308,11 +309,29 @@ class Store {
     std::optional<std::string> queue;
     std::optional<TaskState> state;
     std::optional<std::string> key;
+    // Only rows with min_seq <= seq <= max_seq; with generated_only, only
+    // those without a name; with name_prefix, only names starting with it.
+    int64_t min_seq = 0;
+    int64_t max_seq = INT64_MAX;
+    bool generated_only = false;
+    std::optional<std::string> name_prefix;
     int limit = 100;
     int64_t after_bucket = INT64_MIN;
     int64_t after_seq = 0;
   };
   virtual Result<std::vector<ReadRow>> List(const ListQuery& q) = 0;
+  // The smallest string larger than every string starting with `prefix`
+  // (byte order), or nothing when there is none (prefix all 0xff bytes):
+  // `name >= prefix AND name < end` is a prefix match on an index.
+  static std::optional<std::string> PrefixEnd(std::string prefix) {
+    while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+    if (prefix.empty()) return std::nullopt;
+    prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+    return prefix;
+  }
+  // The keys of the queue named `queue` with the most scheduled rows, most
+  // first, then by key; at most `limit`.
+  virtual Result<std::vector<KeyBacklog>> KeyBacklogs(const std::string& queue, int limit) = 0;
 
   // --- copying a whole store (writer; chronoq-admin copy, no engine open) ---
   // A copy carries every row of every table with its ids (seq, qid, sid) and

@@ -41,6 +41,9 @@ class Window {
   std::optional<Key> PopDue(int64_t qid, Timestamp now);
   // The earliest due of `qid`, if it has any entry.
   std::optional<Timestamp> EarliestDue(int64_t qid) const;
+  // How many entries of `qid` are due at or before `now`: O(1) when all
+  // are, else one step per due entry.
+  size_t CountDue(int64_t qid, Timestamp now) const;
 
   size_t size() const { return size_; }
   void Clear();

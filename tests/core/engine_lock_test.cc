@@ -60,6 +60,35 @@ TEST_F(EngineLockTest, AcquireShowsTheHolderAndReleaseFreesTheKey) {
   EXPECT_GT(Acquire("invoice:42").token, g.token);
 }
 
+TEST_F(EngineLockTest, ListLocksShowsHoldersAndWaitersInKeyOrderByPages) {
+  const LockGrant b = Acquire("b", seconds(30), "worker-b");
+  const LockGrant a = Acquire("a", seconds(60), "worker-a");
+  Acquire("c");
+  Waiter w = Wait("b", seconds(60));
+  Result<std::vector<LockInfo>> all = engine_->ListLocks("", 10);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].key, "a");
+  EXPECT_EQ((*all)[0].owner, "worker-a");
+  EXPECT_EQ((*all)[0].token, a.token);
+  EXPECT_EQ((*all)[0].expires_at, a.expires_at);
+  EXPECT_EQ((*all)[0].waiters, 0);
+  EXPECT_EQ((*all)[1].key, "b");
+  EXPECT_EQ((*all)[1].token, b.token);
+  EXPECT_EQ((*all)[1].waiters, 1);
+  EXPECT_EQ((*all)[2].key, "c");
+  // Pages: after "a", one at a time.
+  Result<std::vector<LockInfo>> page = engine_->ListLocks("a", 1);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].key, "b");
+  EXPECT_TRUE(engine_->ListLocks("c", 10)->empty());
+  EXPECT_EQ(engine_->ListLocks("", 0).status().field(), "limit");
+  // A released key with no waiter is gone from the list.
+  ASSERT_TRUE(engine_->ReleaseLock("a", a.token).ok());
+  EXPECT_EQ(engine_->ListLocks("", 10)->front().key, "b");
+}
+
 TEST_F(EngineLockTest, ATryLockOnAHeldKeyAnswersAtOnce) {
   Acquire("k");
   Result<LockGrant> second = engine_->AcquireLock("k", {Duration::zero(), seconds(30), ""});

@@ -929,6 +929,16 @@ def test_claim_ack_fail_extend(server):
          field="acks[0].extra", valid=False)
 
 
+def test_queue_keys(server):
+    q = "keyed-backlog"
+    for key in ("a", "b", "b"):
+        enqueue(server, q, key=key, delay_ms=60000)
+    keys = call(server, "getQueueKeys", params={"queue": q}, query={"limit": "1"},
+                expect=200).json()
+    assert keys == {"keys": [{"key": "b", "backlog": 2}]}
+    assert call(server, "getQueue", params={"queue": q}, expect=200).json()["due"] == 0
+
+
 def test_retry_dead_task(server):
     q = "dead"
     enqueue(server, q, id="d:1", max_attempts=1)
@@ -943,6 +953,19 @@ def test_retry_dead_task(server):
     assert (retried["state"], retried["attempt"]) == ("scheduled", 0)
     call(server, "retryTask", params={"id": "d:1"}, body={}, expect=409, code="failed_precondition")
     call(server, "retryTask", params={"id": "no-such-task"}, expect=404)
+
+    # A dead task purged: gone, its id free again.
+    enqueue(server, "dead-purged", id="d:2", max_attempts=1)
+    (lease2,) = claim(server, "dead-purged")
+    call(server, "failTask", params={"id": "d:2"}, body={"token": lease2["token"], "error": "x"},
+         expect=200)
+    found = call(server, "listTasks", query={"id_prefix": "d:", "state": "dead"}, expect=200).json()
+    assert [t["id"] for t in found["tasks"]] == ["d:2"]
+    purged = call(server, "purgeTask", params={"id": "d:2"}, expect=200).json()
+    assert (purged["id"], purged["state"]) == ("d:2", "dead")
+    call(server, "getTask", params={"id": "d:2"}, expect=404)
+    call(server, "purgeTask", params={"id": "d:1"}, expect=409, code="failed_precondition",
+         field="id")
 
     # on_conflict replace of a running task.
     (running,) = claim(server, q)
@@ -1220,13 +1243,17 @@ def test_schedule_last_run(server):
 def test_locks(server):
     key = "invoice:42/a"
     free = call(server, "getLock", params={"key": key}, expect=200).json()
-    assert free == {"key": key, "held": False, "owner": None, "expires_at": None, "waiters": 0}
+    assert free == {"key": key, "held": False, "owner": None, "token": None, "expires_at": None,
+                    "waiters": 0}
     grant = call(server, "acquireLock", params={"key": key},
                  body={"wait_ms": 0, "lease_ms": 30000, "owner": "worker-3"}, expect=200).json()
     assert grant["key"] == key
     held = call(server, "getLock", params={"key": key}, expect=200).json()
-    assert (held["held"], held["owner"]) == (True, "worker-3")
+    assert (held["held"], held["owner"], held["token"]) == (True, "worker-3", grant["token"])
     assert held["expires_at"] == grant["expires_at"]
+    listed = call(server, "listLocks", expect=200).json()
+    assert held in listed["locks"]
+    call(server, "listLocks", query={"limit": "0"}, expect=400, field="limit", valid=False)
     call(server, "acquireLock", params={"key": key}, body={"wait_ms": 0, "lease_ms": 1000},
          expect=409, code="lock_wait_timeout", field="wait_ms")
     extended = call(server, "extendLock", params={"key": key},
@@ -1290,6 +1317,18 @@ def test_health_version_metrics(server):
         assert f"# TYPE {name} {kind}\n" in text, f"/metrics has no {kind} {name}"
     exposed = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
     assert exposed <= set(families), f"/metrics families not in the spec: {exposed - set(families)}"
+
+
+def test_stats_history(server):
+    history = call(server, "getStatsHistory", expect=200).json()
+    assert history["interval_s"] == 10 and isinstance(history["samples"], list)
+
+
+def test_cron_preview(server):
+    runs = call(server, "getCronNext", query={"cron": "0 0 3 * * *", "tz": "Asia/Seoul"},
+                expect=200).json()["next"]
+    assert len(runs) == 5 and all(r.endswith("T18:00:00.000Z") for r in runs)
+    call(server, "getCronNext", query={"cron": "0 0 33 * * *"}, expect=400, field="cron")
 
 
 def test_dashboard(server):

@@ -79,16 +79,33 @@ TEST_F(ApiLocksTest, GetShowsHolderOwnerExpiryAndWaiters) {
   EXPECT_EQ(Info("k"), json({{"key", "k"},
                              {"held", false},
                              {"owner", nullptr},
+                             {"token", nullptr},
                              {"expires_at", nullptr},
                              {"waiters", 0}}));
   const json grant = Acquire("k", 60000, "worker-3");
   auto waiter = StartAcquire("k", 3600000);
   AwaitWaiters("k", 1);
-  EXPECT_EQ(Info("k"), json({{"key", "k"},
-                             {"held", true},
-                             {"owner", "worker-3"},
-                             {"expires_at", FormatTime(clock_.Now() + 60s)},
-                             {"waiters", 1}}));
+  const json held = {{"key", "k"},
+                     {"held", true},
+                     {"owner", "worker-3"},
+                     {"token", grant["token"]},
+                     {"expires_at", FormatTime(clock_.Now() + 60s)},
+                     {"waiters", 1}};
+  EXPECT_EQ(Info("k"), held);
+  // GET /v1/locks lists it the same way, and pages by key.
+  Acquire("j");
+  json list = Json(Call("GET", "/v1/locks"));
+  ASSERT_EQ(list["locks"].size(), 2u) << list.dump();
+  EXPECT_EQ(list["locks"][0]["key"], "j");
+  EXPECT_EQ(list["locks"][1], held);
+  EXPECT_FALSE(list.contains("next_after")) << list.dump();
+  list = Json(Call("GET", "/v1/locks?limit=1"));
+  EXPECT_EQ(list["locks"].size(), 1u);
+  EXPECT_EQ(list["next_after"], "j");
+  list = Json(Call("GET", "/v1/locks?limit=1&after=j"));
+  EXPECT_EQ(list["locks"][0]["key"], "k");
+  ExpectError(Call("GET", "/v1/locks?limit=0"), 400, "invalid_argument", "limit");
+  ExpectError(Call("GET", "/v1/locks?color=red"), 400, "invalid_argument", "color");
   ASSERT_EQ(Release("k", grant["token"]).status, 200);
   ASSERT_EQ(Answered(waiter).status, 200);
   // The new holder gave no owner.
@@ -295,7 +312,7 @@ TEST_F(ApiLocksTest, BadInputIsRejectedByFieldAndChangesNothing) {
       {"GET", "/v1/locks/" + long_key, "", 400, "invalid_argument", "key"},
       {"GET", "/v1/locks/k/acquire", "", 405, "method_not_allowed", ""},
       {"POST", "/v1/locks/k", "{}", 405, "method_not_allowed", ""},
-      {"GET", "/v1/locks", "", 404, "not_found", ""},
+      {"POST", "/v1/locks", "{}", 405, "method_not_allowed", ""},
       {"POST", "/v1/locks/k/steal", "{}", 404, "not_found", ""},
       {"GET", "/v1/locks/k/a/b", "", 404, "not_found", ""},
   };

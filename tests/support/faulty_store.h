@@ -144,6 +144,9 @@ class FaultyStore final : public Store {
     return inner_->ReadByName(name);
   }
   Result<std::vector<ReadRow>> List(const ListQuery& q) override { return inner_->List(q); }
+  Result<std::vector<KeyBacklog>> KeyBacklogs(const std::string& queue, int limit) override {
+    return inner_->KeyBacklogs(queue, limit);
+  }
   Result<RowCounts> CountRows() override { return inner_->CountRows(); }
   Result<CopyMeta> ExportMeta() override { return inner_->ExportMeta(); }
   Status ImportMeta(const CopyMeta& meta) override { return inner_->ImportMeta(meta); }

@@ -456,8 +456,10 @@ constexpr const Sql* kWriterStatements[] = {
     &kInsertKeyed,
 };
 
-#define CHRONOQ_PG_READ_COLS \
-  "SELECT " CHRONOQ_PG_TASK_COLS ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE "
+// A task with its queue's name and its schedule's (empty if none), for readers.
+#define CHRONOQ_PG_READ_COLS                                                           \
+  "SELECT " CHRONOQ_PG_TASK_COLS ", q.name, coalesce(s.name, '') FROM tasks t"          \
+  " JOIN queues q ON q.qid = t.qid LEFT JOIN schedules s ON s.sid = t.sid WHERE "
 constexpr Sql kReadBySeq{"read_by_seq", CHRONOQ_PG_READ_COLS "t.seq = $1"};
 constexpr Sql kReadByName{"read_by_name", CHRONOQ_PG_READ_COLS "t.name = $1"};
 
@@ -1153,21 +1155,56 @@ class PostgresStore final : public Store {
       p.Text(*q.key);
       sql += " AND t.key = " + next();
     }
+    if (q.min_seq > 0) {
+      p.Int(q.min_seq);
+      sql += " AND t.seq >= " + next();
+    }
+    if (q.max_seq < INT64_MAX) {
+      p.Int(q.max_seq);
+      sql += " AND t.seq <= " + next();
+    }
+    if (q.generated_only) sql += " AND t.name IS NULL";
+    if (q.name_prefix.has_value()) {
+      p.Text(*q.name_prefix);
+      sql += " AND t.name >= " + next();
+      if (std::optional<std::string> end = PrefixEnd(*q.name_prefix)) {
+        p.Text(*end);
+        sql += " AND t.name < " + next();
+      }
+    }
     sql += by_due ? " ORDER BY ((t.due >> 28)::integer), t.seq" : " ORDER BY t.seq";
     p.Int(q.limit);
     sql += " LIMIT " + next();
 
+    CHRONOQ_ASSIGN_OR_RETURN(Rows r, ReadAdHoc(sql, p, "list tasks"));
+    std::vector<ReadRow> out;
+    out.reserve(static_cast<size_t>(r.size()));
+    for (int i = 0; i < r.size(); ++i) out.push_back(ReadRowOf(r, i));
+    return out;
+  }
+
+  Result<std::vector<KeyBacklog>> KeyBacklogs(const std::string& queue, int limit) override {
+    const std::string sql =
+        "SELECT t.key, count(*) FROM tasks t JOIN queues q ON q.qid = t.qid"
+        " WHERE q.name = $1 AND t.key IS NOT NULL AND t.state = 0"
+        " GROUP BY t.key ORDER BY count(*) DESC, t.key LIMIT $2";
+    CHRONOQ_ASSIGN_OR_RETURN(Rows r,
+                             ReadAdHoc(sql, Params().Text(queue).Int(limit), "count key backlogs"));
+    std::vector<KeyBacklog> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back({r.Text(i, 0), r.Int(i, 1)});
+    return out;
+  }
+
+  // Runs a statement made for one call on the reader connection, connecting
+  // again once if the connection was lost.
+  Result<Rows> ReadAdHoc(const std::string& sql, const Params& p, const char* what) {
     MutexLock lock(reader_mu_);
-    Result<Rows> r = reader_.ExecOnce(sql, p, "list tasks");
+    Result<Rows> r = reader_.ExecOnce(sql, p, what);
     if (!r.ok() && reader_.lost()) {
       CHRONOQ_RETURN_IF_ERROR(reader_.ConnectAgain());
-      r = reader_.ExecOnce(sql, p, "list tasks");
+      r = reader_.ExecOnce(sql, p, what);
     }
-    if (!r.ok()) return r.status();
-    std::vector<ReadRow> out;
-    out.reserve(static_cast<size_t>(r->size()));
-    for (int i = 0; i < r->size(); ++i) out.push_back(ReadRowOf(*r, i));
-    return out;
+    return r;
   }
 
   // --- copying a whole store (store.h) ---
@@ -1316,7 +1353,7 @@ class PostgresStore final : public Store {
 
  private:
   static ReadRow ReadRowOf(const Rows& r, int i) {
-    return ReadRow{TaskAt(r, i), r.Text(i, kTaskColumns)};
+    return ReadRow{TaskAt(r, i), r.Text(i, kTaskColumns), r.Text(i, kTaskColumns + 1)};
   }
 
   static std::vector<ScheduleRow> Schedules(const Rows& r) {

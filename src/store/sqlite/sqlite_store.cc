@@ -260,6 +260,10 @@ constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
   "t.response, t.sid, t.key"
+// A task with its queue's name and its schedule's (empty if none), for readers.
+#define CHRONOQ_READ_COLS                                                  \
+  "SELECT " CHRONOQ_TASK_COLS ", q.name, coalesce(s.name, '') FROM tasks t" \
+  " JOIN queues q ON q.qid = t.qid LEFT JOIN schedules s ON s.sid = t.sid WHERE "
 
 int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
 Timestamp FromMicros(int64_t v) { return Timestamp(Duration(v)); }
@@ -959,8 +963,7 @@ class SqliteStore final : public Store {
   }
 
   Result<std::vector<ReadRow>> List(const ListQuery& q) override {
-    std::string sql =
-        "SELECT " CHRONOQ_TASK_COLS ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
+    std::string sql = CHRONOQ_READ_COLS;
     const bool by_due = q.state.has_value() && *q.state != TaskState::kDead;
     if (q.state.has_value()) sql += "t.state = ?1 AND ";
     if (by_due) {
@@ -970,6 +973,15 @@ class SqliteStore final : public Store {
     }
     if (q.queue.has_value()) sql += " AND q.name = ?4";
     if (q.key.has_value()) sql += " AND t.key = ?6";
+    if (q.min_seq > 0) sql += " AND t.seq >= ?7";
+    if (q.max_seq < INT64_MAX) sql += " AND t.seq <= ?8";
+    if (q.generated_only) sql += " AND t.name IS NULL";
+    std::optional<std::string> name_end;
+    if (q.name_prefix.has_value()) {
+      sql += " AND t.name >= ?9";
+      name_end = PrefixEnd(*q.name_prefix);
+      if (name_end) sql += " AND t.name < ?10";
+    }
     sql += by_due ? " ORDER BY " CHRONOQ_BUCKET ", t.seq" : " ORDER BY t.seq";
     sql += " LIMIT ?5";
 
@@ -980,10 +992,30 @@ class SqliteStore final : public Store {
     s.Bind(2, q.after_bucket).Bind(3, q.after_seq).Bind(5, static_cast<int64_t>(q.limit));
     if (q.queue.has_value()) s.Bind(4, *q.queue);
     if (q.key.has_value()) s.Bind(6, *q.key);
+    if (q.min_seq > 0) s.Bind(7, q.min_seq);
+    if (q.max_seq < INT64_MAX) s.Bind(8, q.max_seq);
+    if (q.name_prefix.has_value()) s.Bind(9, *q.name_prefix);
+    if (name_end) s.Bind(10, *name_end);
     std::vector<ReadRow> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(*ReadRowOf(s));
     if (rc != SQLITE_DONE) return SqlError(reader_, "list tasks");
+    return out;
+  }
+
+  Result<std::vector<KeyBacklog>> KeyBacklogs(const std::string& queue, int limit) override {
+    MutexLock lock(reader_mu_);
+    Stmt s;
+    CHRONOQ_RETURN_IF_ERROR(s.Prepare(
+        reader_,
+        "SELECT t.key, count(*) FROM tasks t JOIN queues q ON q.qid = t.qid"
+        " WHERE q.name = ?1 AND t.key IS NOT NULL AND t.state = 0"
+        " GROUP BY t.key ORDER BY count(*) DESC, t.key LIMIT ?2"));
+    s.Bind(1, queue).Bind(2, static_cast<int64_t>(limit));
+    std::vector<KeyBacklog> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Int(1)});
+    if (rc != SQLITE_DONE) return SqlError(reader_, "count key backlogs");
     return out;
   }
 
@@ -1130,7 +1162,9 @@ class SqliteStore final : public Store {
   }
 
  private:
-  static std::optional<ReadRow> ReadRowOf(const Stmt& s) { return ReadRow{s.Row(), s.Text(19)}; }
+  static std::optional<ReadRow> ReadRowOf(const Stmt& s) {
+    return ReadRow{s.Row(), s.Text(19), s.Text(20)};
+  }
   // seq, qid, due, prio at columns 0-3.
   static DueEntry DueEntryOf(const Stmt& s) {
     return {s.Int(0), s.Int(1), FromMicros(s.Int(2)), static_cast<int>(s.Int(3))};
@@ -1407,8 +1441,7 @@ class SqliteStore final : public Store {
          "SELECT " CHRONOQ_BUCKET " FROM tasks WHERE state=?1 ORDER BY " CHRONOQ_BUCKET " LIMIT 1"},
     };
     for (const auto& [stmt, sql] : writer) CHRONOQ_RETURN_IF_ERROR(stmt->Prepare(writer_, sql));
-    const char* read_cols =
-        "SELECT " CHRONOQ_TASK_COLS ", q.name FROM tasks t JOIN queues q ON q.qid = t.qid WHERE ";
+    const char* read_cols = CHRONOQ_READ_COLS;
     // Nothing reads yet while the store opens; the lock only keeps the rule simple.
     MutexLock lock(reader_mu_);
     CHRONOQ_RETURN_IF_ERROR(r_.by_seq.Prepare(reader_, std::string(read_cols) + "t.seq = ?1"));

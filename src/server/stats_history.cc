@@ -1,0 +1,121 @@
+#include "server/stats_history.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "codec/json_codec.h"
+
+namespace chronoq::server {
+
+std::optional<double> QuantileOfGrowth(const EngineStats::Histogram& before,
+                                       const EngineStats::Histogram& after, double q) {
+  const size_t buckets = after.counts.size();
+  if (buckets == 0 || after.total <= before.total) return std::nullopt;
+  auto gained = [&](size_t i) {  // cumulative, like the counts themselves
+    const uint64_t b = i < before.counts.size() ? before.counts[i] : 0;
+    return after.counts[i] - std::min(b, after.counts[i]);
+  };
+  const double total = static_cast<double>(after.total - before.total);
+  const double rank = q * total;
+  double below = 0;  // observations in the buckets before i
+  for (size_t i = 0; i < buckets; ++i) {
+    const double upto = static_cast<double>(gained(i));
+    if (upto >= rank && upto > below) {
+      if (i >= after.bounds.size()) return after.bounds.empty() ? 0 : after.bounds.back();
+      const double low = i == 0 ? 0 : after.bounds[i - 1];
+      const double high = after.bounds[i];
+      return low + (high - low) * (rank - below) / (upto - below);
+    }
+    below = upto;
+  }
+  return after.bounds.empty() ? 0 : after.bounds.back();
+}
+
+void StatsHistory::Add(Timestamp now, const EngineStats& stats) {
+  MutexLock lock(mu_);
+  if (last_at_ && now > *last_at_) {
+    const double seconds = std::chrono::duration<double>(now - *last_at_).count();
+    auto rate = [seconds](uint64_t before, uint64_t after) {
+      return after >= before ? static_cast<double>(after - before) / seconds : 0.0;
+    };
+    Sample s;
+    s.at = now;
+    s.enqueued_per_s = rate(last_.enqueued, stats.enqueued);
+    s.acked_per_s = rate(last_.acked, stats.acked);
+    s.failed_per_s = rate(last_.failed, stats.failed);
+    s.lateness_p50_s = QuantileOfGrowth(last_.dispatch_lateness_s, stats.dispatch_lateness_s, 0.5);
+    s.lateness_p99_s = QuantileOfGrowth(last_.dispatch_lateness_s, stats.dispatch_lateness_s, 0.99);
+    samples_.push_back(s);
+    while (samples_.size() > capacity_) samples_.pop_front();
+  }
+  last_at_ = now;
+  last_ = stats;
+}
+
+namespace {
+
+void AppendNumber(std::string& out, double v) {
+  char buf[32];
+  const int n = std::snprintf(buf, sizeof buf, "%.6g", v);
+  out.append(buf, static_cast<size_t>(n));
+}
+
+void AppendOptionalNumber(std::string& out, const std::optional<double>& v) {
+  if (v) {
+    AppendNumber(out, *v);
+  } else {
+    out += "null";
+  }
+}
+
+}  // namespace
+
+std::string StatsHistory::Json() const {
+  std::string out = "{\"interval_s\":";
+  AppendNumber(out, std::chrono::duration<double>(interval_).count());
+  out += ",\"samples\":[";
+  MutexLock lock(mu_);
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    const Sample& s = samples_[i];
+    if (i > 0) out += ',';
+    out += "{\"at\":";
+    AppendTime(out, s.at);
+    out += ",\"enqueued_per_s\":";
+    AppendNumber(out, s.enqueued_per_s);
+    out += ",\"acked_per_s\":";
+    AppendNumber(out, s.acked_per_s);
+    out += ",\"failed_per_s\":";
+    AppendNumber(out, s.failed_per_s);
+    out += ",\"lateness_p50_s\":";
+    AppendOptionalNumber(out, s.lateness_p50_s);
+    out += ",\"lateness_p99_s\":";
+    AppendOptionalNumber(out, s.lateness_p99_s);
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
+StatsSampler::StatsSampler(Engine& engine, Clock& clock, StatsHistory& history) {
+  history.Add(clock.Now(), engine.Stats());
+  thread_ = std::thread([this, &engine, &clock, &history] {
+    std::unique_lock lock(mu_);
+    while (!stop_cv_.wait_for(lock, history.interval(), [this] { return stopping_; })) {
+      lock.unlock();
+      history.Add(clock.Now(), engine.Stats());
+      lock.lock();
+    }
+  });
+}
+
+StatsSampler::~StatsSampler() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  thread_.join();
+}
+
+}  // namespace chronoq::server
