@@ -298,7 +298,7 @@ void Node::TryLead(const char* why, Duration lock_patience) {
   server::WebhookDeliverer* webhooks = runtime->webhooks.get();
   runtime->api = std::make_unique<server::Api>(
       *runtime->engine, clock_, options_.run_blocking,
-      [webhooks](const std::string& queue) { webhooks->Serve(queue); });
+      [webhooks](const std::string& queue) { webhooks->Serve(queue); }, options_.stats_interval);
   if (auto queues = runtime->engine->ListQueues(); queues.ok()) {
     for (const QueueInfo& q : *queues) {
       if (q.webhooks) webhooks->Serve(q.name);

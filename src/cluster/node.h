@@ -58,6 +58,7 @@ struct NodeOptions {
   std::string cluster_token;  // sent on forwarded requests
   std::string version;        // shown in GET /v1/cluster
   int webhook_concurrency = 16;
+  Duration stats_interval = server::kDefaultStatsInterval;  // GET /v1/stats/history's pace
   // Paces heartbeats and measures the lease; must outlive the node.
   // nullptr: the system clock.
   Clock* clock = nullptr;

@@ -1,5 +1,6 @@
 #include "server/api.h"
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 
@@ -246,11 +247,13 @@ Status UnknownQueryParam(std::string_view key) {
 }
 
 Api::Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking,
-         std::function<void(const std::string& queue)> on_webhook_queue)
+         std::function<void(const std::string& queue)> on_webhook_queue, Duration stats_interval)
     : engine_(engine),
       clock_(clock),
       run_blocking_(std::move(run_blocking)),
       on_webhook_queue_(std::move(on_webhook_queue)),
+      history_(stats_interval, static_cast<size_t>(std::max<int64_t>(
+                                   1, std::chrono::hours(1) / stats_interval))),
       sampler_(engine, clock, history_) {}
 
 void Api::Handle(ApiRequest request, Respond respond) {

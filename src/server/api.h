@@ -58,6 +58,9 @@ struct ApiCounters {
   std::atomic<uint64_t> server_errors{0};  // 5xx
 };
 
+// How often chronoqd samples the engine's statistics for GET /v1/stats/history.
+inline constexpr Duration kDefaultStatsInterval = std::chrono::seconds(10);
+
 // The header a cluster node adds to a request it forwards, naming itself.
 inline constexpr std::string_view kForwardedBy = "X-Chronoq-Forwarded-By";
 
@@ -92,8 +95,10 @@ class Api final : public RequestHandler {
   // schedules) off the I/O threads.
   // `on_webhook_queue` is told the queue of every task with a target that
   // was enqueued (chronoqd's deliverer then serves that queue).
+  // `stats_interval` paces GET /v1/stats/history's samples (an hour of them is kept).
   Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking,
-      std::function<void(const std::string& queue)> on_webhook_queue = {});
+      std::function<void(const std::string& queue)> on_webhook_queue = {},
+      Duration stats_interval = kDefaultStatsInterval);
 
   void Handle(ApiRequest request, Respond respond) override;
 

@@ -145,7 +145,7 @@ int Fail(const Status& s) {
 // only while it leads.
 int RunClusterNode(server::ServerOptions options, const std::string& store, std::string node_id,
                    std::string advertise, int heartbeat_ms, int lease_ms, int webhook_concurrency,
-                   sigset_t signals) {
+                   Duration stats_interval, sigset_t signals) {
   if (store.empty()) {
     return Fail(Status::InvalidArgument("cluster", "needs --store naming a PostgreSQL database"));
   }
@@ -175,6 +175,7 @@ int RunClusterNode(server::ServerOptions options, const std::string& store, std:
   node_options.cluster_token = options.cluster_token;
   node_options.version = CHRONOQ_VERSION;
   node_options.webhook_concurrency = webhook_concurrency;
+  node_options.stats_interval = stats_interval;
   node_options.run_blocking = [&blocking](std::function<void()> fn) {
     boost::asio::post(blocking, std::move(fn));
   };
@@ -211,6 +212,7 @@ int main(int argc, char** argv) {
   int webhook_concurrency = 16;
   int header_timeout_ms = 10'000;
   int idle_timeout_ms = 120'000;
+  int stats_interval_ms = 10'000;
   app.add_option("--listen", listen, "address to listen on (port 0: any free port)")
       ->envname("CHRONOQ_LISTEN")
       ->capture_default_str();
@@ -251,6 +253,12 @@ int main(int argc, char** argv) {
                  "idle keep-alive connections close after this")
       ->envname("CHRONOQ_IDLE_TIMEOUT_MS")
       ->check(CLI::Range(1, 86'400'000))
+      ->capture_default_str();
+  app.add_option("--stats-interval-ms", stats_interval_ms,
+                 "how often the statistics behind GET /v1/stats/history (the dashboard's charts) "
+                 "are sampled; an hour of samples is kept")
+      ->envname("CHRONOQ_STATS_INTERVAL_MS")
+      ->check(CLI::Range(100, 600'000))
       ->capture_default_str();
   bool cluster = false;
   std::string node_id;
@@ -309,7 +317,8 @@ int main(int argc, char** argv) {
     if (!s.ok()) return Fail(s);
     if (options.cluster_token.empty()) options.cluster_token = options.token;
     return RunClusterNode(options, store, node_id, advertise, heartbeat_ms, lease_ms,
-                          webhook_concurrency, signals);
+                          webhook_concurrency, std::chrono::milliseconds(stats_interval_ms),
+                          signals);
   }
 
   EngineOptions engine_options;
@@ -330,7 +339,8 @@ int main(int argc, char** argv) {
   server::Api api(
       **engine, SystemClock(),
       [&blocking](std::function<void()> fn) { boost::asio::post(blocking, std::move(fn)); },
-      [&webhooks](const std::string& queue) { webhooks.Serve(queue); });
+      [&webhooks](const std::string& queue) { webhooks.Serve(queue); },
+      std::chrono::milliseconds(stats_interval_ms));
   server::HttpServer http(options, api);
   if (Status s = http.Start(); !s.ok()) return Fail(s);
   const std::string where = store.empty() ? "data in " + data : "store " + Redacted(store);

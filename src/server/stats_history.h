@@ -31,7 +31,7 @@ class StatsHistory {
     std::optional<double> lateness_p99_s;
   };
 
-  explicit StatsHistory(Duration interval = std::chrono::seconds(10), size_t capacity = 360)
+  StatsHistory(Duration interval, size_t capacity)
       : interval_(interval), capacity_(capacity) {}
 
   // Records `stats` as read at `now`: the first call sets the baseline, each

@@ -148,7 +148,7 @@ TEST(StatsHistoryTest, QuantileOfGrowthInterpolatesInsideItsBucket) {
 TEST_F(ApiDashboardTest, StatsHistoryAnswersEvenWhenEmpty) {
   ApiResponse r = Call("GET", "/v1/stats/history");
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(Json(r)["interval_s"], 10);
+  EXPECT_EQ(Json(r)["interval_s"], 10);  // kDefaultStatsInterval
   EXPECT_TRUE(Json(r)["samples"].is_array());
 }
 
