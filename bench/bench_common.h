@@ -51,6 +51,7 @@ struct Options {
   std::string chronoqd;          // the chronoqd binary the bench starts
   int w1_batch_connections = 1;  // W1 batch: connections sending batches at once
   int kills = 20;                // W9: failovers
+  int dashboards = 0;            // http W2: dashboards open meanwhile (DashboardLoad)
 };
 
 inline double Round(double v, int digits) {

@@ -827,6 +827,11 @@ int main(int argc, char** argv) {
                  "http target, W1 batch: connections sending batches at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--dashboards", o.dashboards,
+                 "http target, W2: dashboards open while it drains, each refreshing its overview "
+                 "as the dashboard does (queues every 2 s, the stats history every 10 s)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   app.add_option("--kills", o.kills, "W9: failovers (the leader killed, or paused, this often)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

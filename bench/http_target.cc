@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -418,6 +419,54 @@ Drained Drain(std::vector<std::unique_ptr<Connection>>& c, const std::string& qu
 }
 }  // namespace
 
+namespace {
+
+// Dashboards left open on the overview while a workload runs: each, on its
+// own keep-alive connection, asks what the dashboard's overview asks
+// (src/server/ui/overview.js): GET /v1/queues every 2 s and GET
+// /v1/stats/history every 10 s, their starts spread over the first 2 s.
+class DashboardLoad {
+ public:
+  static constexpr Ms kRefresh{2000};
+  static constexpr int kHistoryEvery = 5;  // refreshes
+
+  DashboardLoad(const Server& server, int dashboards) {
+    for (int i = 0; i < dashboards; ++i) {
+      threads_.emplace_back([this, conn = server.Connect(), i, dashboards] {
+        auto next = SteadyClock::now() + kRefresh * i / dashboards;
+        for (int round = 0;; ++round) {
+          {
+            std::unique_lock lock(mu_);
+            if (stop_cv_.wait_until(lock, next, [this] { return stopping_; })) return;
+          }
+          conn->Expect2xx("GET", "/v1/queues", "");
+          if (round % kHistoryEvery == 0) conn->Expect2xx("GET", "/v1/stats/history", "");
+          requests_.fetch_add(round % kHistoryEvery == 0 ? 2 : 1);
+          next += kRefresh;
+        }
+      });
+    }
+  }
+  ~DashboardLoad() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    stop_cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  int64_t requests() const { return requests_.load(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::atomic<int64_t> requests_{0};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
 void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Server server(o, "W2");
@@ -432,8 +481,18 @@ void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
   for (int i = 0; i < workers; ++i) c.push_back(server.Connect());
   std::cerr << "W2: draining with " << workers << " connections, claims of " << o.batch << "\n";
 
+  std::optional<DashboardLoad> dashboards;
+  if (o.dashboards > 0) {
+    std::cerr << "W2: " << o.dashboards << " dashboards open meanwhile\n";
+    dashboards.emplace(server, o.dashboards);
+  }
   const Drained d = Drain(c, queue, o.batch, n, "W2", [](const std::vector<LeaseRef>&) {});
   json j = Line("W2", "http", "", n);
+  if (dashboards) {
+    j["dashboards"] = o.dashboards;
+    j["dashboard_requests"] = dashboards->requests();
+    dashboards.reset();
+  }
   j["per_s"] = std::llround(static_cast<double>(n) / d.seconds);
   j["redelivered"] = d.claimed - n;
   j["connections"] = workers;
