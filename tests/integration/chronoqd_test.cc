@@ -155,7 +155,16 @@ TEST_F(ChronoqdTest, TheDashboardIsServedWithoutTheToken) {
   HttpResponse js = Send("GET", "/ui/app.js");
   EXPECT_EQ(js.status, 200);
   EXPECT_EQ(js.Header("Content-Type"), "text/javascript; charset=utf-8");
-  EXPECT_THAT(js.body, ::testing::HasSubstr("sessionStorage"));
+  EXPECT_THAT(js.body, ::testing::HasSubstr("import { overviewPage } from \"./overview.js\""));
+  // Every module app.js imports is served (the token lives in api.js).
+  EXPECT_THAT(Send("GET", "/ui/api.js").body, ::testing::HasSubstr("sessionStorage"));
+  for (const char* module : {"overview.js", "queue.js", "tasks.js", "task.js", "schedules.js",
+                             "locks.js", "dom.js", "format.js", "actions.js", "charts.js",
+                             "cron_words.js"}) {
+    HttpResponse m = Send("GET", std::string("/ui/") + module);
+    EXPECT_EQ(m.status, 200) << module;
+    EXPECT_EQ(m.Header("Content-Type"), "text/javascript; charset=utf-8") << module;
+  }
   EXPECT_EQ(Send("GET", "/ui/style.css").Header("Content-Type"), "text/css; charset=utf-8");
   HttpResponse missing = Send("GET", "/ui/nothing.js");
   EXPECT_EQ(missing.status, 404);

@@ -3,6 +3,7 @@
 // previews a cron rule while it is typed (GET /v1/cron/next).
 import { api, ApiError } from "./api.js";
 import { el, main, refresh, showFieldError, tableWrap } from "./dom.js";
+import { cronInWords } from "./cron_words.js";
 import { formatIn, formatMs } from "./format.js";
 
 const PREVIEW_DELAY_MS = 250; // after the last keystroke
@@ -10,7 +11,10 @@ const PREVIEW_RUNS = 5;
 
 /** A schedule's rule in words. */
 function ruleInWords(sc) {
-  if (sc.cron) return `cron ${sc.cron} (${sc.tz || "UTC"})`;
+  if (sc.cron) {
+    const words = cronInWords(sc.cron);
+    return `${words ? `${words}, ` : ""}cron ${sc.cron} (${sc.tz || "UTC"})`;
+  }
   if (sc.every_ms) return `every ${formatMs(sc.every_ms)}`;
   if (sc.fixed_delay_ms) return `${formatMs(sc.fixed_delay_ms)} after each run ends`;
   return "–";
@@ -36,7 +40,8 @@ function cronPreview(viewerZone) {
   const inZone = el("ol", { id: "preview-zone", class: "runs" });
   const inViewer = el("ol", { id: "preview-local", class: "runs" });
   const zoneTitle = el("h3", {});
-  const runs = el("div", { class: "preview-runs", hidden: true },
+  const words = el("p", { id: "preview-words" });
+  const runs = el("div", { class: "preview-runs", hidden: true }, words,
     el("div", {}, zoneTitle, inZone),
     el("div", {}, el("h3", {}, `In ${viewerZone} (yours)`), inViewer));
   const form = el("form", { id: "cron-preview", class: "preview", novalidate: true },
@@ -65,6 +70,8 @@ function cronPreview(viewerZone) {
       const { next = [] } = await api("GET", `/v1/cron/next?${q}`);
       if (n !== asked) return;
       showFieldError(form, null);
+      const said = cronInWords(rule);
+      words.textContent = said ? `Runs ${said} (${zone}).` : "";
       // chronoqd knows the zone; this browser may not (an older tz database): then UTC.
       const shownZone = knownZone(zone) ? zone : "UTC";
       zoneTitle.textContent = shownZone === zone ? `In ${zone}` : `In UTC (this browser does not know ${zone})`;

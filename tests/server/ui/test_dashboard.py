@@ -322,7 +322,7 @@ def test_schedules_show_their_next_runs_in_their_zone(browser: WebDriver,
     rows = wait_until(lambda: len(schedule_rows(browser)) == 2 and schedule_rows(browser),
                       "the schedules page to list two schedules")
     purge = rows["nightly-purge"]
-    assert "cron 0 0 3 * * * (Asia/Seoul)" in purge[2], purge
+    assert "at 03:00 every day, cron 0 0 3 * * * (Asia/Seoul)" in purge[2], purge
     seoul = purge[3].split("\n")
     assert len(seoul) == 5 and all(r.endswith(" 03:00:00") for r in seoul), seoul
     # The viewer's zone (the test's browser runs in UTC): 03:00 in Seoul is 18:00 the day before.
@@ -421,6 +421,8 @@ def test_a_cron_rule_is_previewed_while_it_is_typed(browser: WebDriver, server: 
     assert not hidden
     assert all(text.endswith(" 09:30:00") for _, text in in_zone), in_zone
     assert [i for i, _ in in_viewer] == expected
+    assert text_of(browser, "#preview-words") == \
+        "Runs at 09:30 on Monday to Friday (Europe/Paris)."
     viewer_zone = js(browser, "return Intl.DateTimeFormat().resolvedOptions().timeZone")
     if viewer_zone in ("UTC", "Etc/UTC"):
         utc = [datetime.fromisoformat(i.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M:%S")
@@ -460,6 +462,40 @@ def lock_cells(driver: WebDriver, key: str) -> Optional[List[str]]:
                       "  .find(tr => tr.dataset.lock === arguments[0]);"
                       "return tr ? [...tr.querySelectorAll('td')].map(td => td.innerText) : null",
               key)
+
+
+def test_cron_rules_are_put_in_words(browser: WebDriver, server: Chronoqd) -> None:
+    """cron_words.js on a table of rules: the common shapes in words, the others left as they
+    are (null), never a wrong sentence."""
+    browser.get(server.url + "/ui/#/schedules")
+    cases = {
+        "0 0 3 * * *": "at 03:00 every day",
+        "0 3 * * *": "at 03:00 every day",
+        "30 9 * * MON-FRI": "at 09:30 on Monday to Friday",
+        "0 18 * * 1,3,5": "at 18:00 on Monday, Wednesday and Friday",
+        "*/15 * * * *": "every 15 minutes every day",
+        "0 */2 * * *": "every 2 hours at minute 0 every day",
+        "5 * * * *": "every hour at minute 5 every day",
+        "*/10 * * * * *": "every 10 seconds every day",
+        "0 0 1 * *": "at 00:00 on day 1 of every month",
+        "0 12 L * *": "at 12:00 on the last day of every month",
+        "0 0 25 DEC *": "at 00:00 on 25 December",
+        "@daily": "at 00:00 every day",
+        "@weekly": "at 00:00 on Sunday",
+        "@hourly": "every hour at minute 0 every day",
+        "0 0 1W * *": None,
+        "0 0 * * 5L": None,
+        "0 0 1 * 1": None,  # both day fields: either matches (Vixie), not said in words
+        "1-5 * * * *": None,
+        "0 0 * * 9": None,
+        "nonsense": None,
+    }
+    got = browser.execute_async_script(
+        "const [cases, done] = arguments;"
+        "import('./cron_words.js').then(m => done(Object.fromEntries("
+        "  Object.keys(cases).map(k => [k, m.cronInWords(k)]))), e => done(String(e)))",
+        cases)
+    assert got == cases
 
 
 def test_the_locks_page_shows_a_held_lock(browser: WebDriver, server: Chronoqd) -> None:
@@ -791,7 +827,7 @@ def seed_batches(url: str, queue_name: str, total: int, threads: int = 4) -> flo
     return time.monotonic() - start
 
 
-def test_the_task_browser_shows_a_page_of_a_million_tasks_within_a_second(
+def test_the_task_browser_shows_a_page_of_a_big_queue_within_a_second(
         browser: WebDriver, server: Chronoqd, capsys: pytest.CaptureFixture) -> None:
     seconds = seed_batches(server.url, "big", BIG_TASKS)
     t = render_times(browser, server.url, "#/tasks?queue=big", "#task-results tbody tr", 50)
