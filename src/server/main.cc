@@ -1,7 +1,7 @@
 // chronoqd: the chronoq engine behind an HTTP/JSON API.
 //
 //   chronoqd [--listen 127.0.0.1:7070] [--data ./data] [--token-file FILE]
-//            [--log-format text|json] [--durability normal|full] [--threads 2]
+//            [--insecure-no-auth] [--log-format text|json] [--durability normal|full] [--threads 2]
 //            [--store postgresql://USER@HOST/DB?schema=NAME]
 //            [--cluster [--node-id ID] [--advertise http://HOST:PORT]
 //             [--cluster-token-file FILE] [--heartbeat-ms 500] [--lease-ms 3000]]
@@ -33,6 +33,7 @@
 #include "server/http_server.h"
 #include "server/log_format.h"
 #include "server/webhook.h"
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <signal.h>
@@ -136,6 +137,32 @@ std::string HostName() {
   return name;
 }
 
+// Only this machine can reach `host`: a loopback address, or localhost.
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost") return true;
+  boost::system::error_code error;
+  const boost::asio::ip::address address = boost::asio::ip::make_address(host, error);
+  return !error && address.is_loopback();
+}
+
+// chronoqd serves anyone who reaches it when it has no token: fine on
+// loopback, a hole anywhere else unless the operator says so, loudly.
+Status CheckExposure(const server::ServerOptions& options, bool insecure_no_auth) {
+  if (!options.token.empty() || IsLoopback(options.host)) return {};
+  if (!insecure_no_auth) {
+    return Status::InvalidArgument(
+        "listen", options.host +
+                      " is not a loopback address and no token is set: anyone who reaches it "
+                      "could run, change or delete every task; give --token-file (or "
+                      "CHRONOQ_TOKEN), or --insecure-no-auth to serve it without one");
+  }
+  spdlog::warn(
+      "--insecure-no-auth: serving {} WITHOUT AUTHENTICATION: anyone who reaches this address "
+      "can run, change or delete every task",
+      options.host);
+  return {};
+}
+
 int Fail(const Status& s) {
   std::cerr << "chronoqd: " << s.ToString() << "\n";
   return 2;
@@ -213,9 +240,16 @@ int main(int argc, char** argv) {
   int header_timeout_ms = 10'000;
   int idle_timeout_ms = 120'000;
   int stats_interval_ms = 10'000;
-  app.add_option("--listen", listen, "address to listen on (port 0: any free port)")
+  bool insecure_no_auth = false;
+  app.add_option("--listen", listen,
+                 "address to listen on (port 0: any free port); other than loopback only with "
+                 "a token or --insecure-no-auth")
       ->envname("CHRONOQ_LISTEN")
       ->capture_default_str();
+  app.add_flag("--insecure-no-auth", insecure_no_auth,
+               "serve a non-loopback --listen address without a token (anyone who reaches it "
+               "can do anything)")
+      ->envname("CHRONOQ_INSECURE_NO_AUTH");
   std::string store;
   app.add_option("--data", data, "data directory")->envname("CHRONOQ_DATA")->capture_default_str();
   app.add_option("--store", store,
@@ -302,6 +336,7 @@ int main(int argc, char** argv) {
   if (Status s = ParseListen(listen, options); !s.ok()) return Fail(s);
   if (Status s = ReadToken(token_file, "token-file", "CHRONOQ_TOKEN", options.token); !s.ok())
     return Fail(s);
+  if (Status s = CheckExposure(options, insecure_no_auth); !s.ok()) return Fail(s);
 
   // Signals are taken by sigwait below, never by a handler on a random thread.
   sigset_t signals;

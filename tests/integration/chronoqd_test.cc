@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -38,6 +40,8 @@ using namespace std::chrono_literals;
 using cli::HttpClient;
 using cli::HttpResponse;
 using nlohmann::json;
+using test::IsOk;
+using test::IsOkAndHolds;
 
 // Launch(), Client(), Send(), Json(), server_ and dir_ come from the fixture.
 using ChronoqdTest = test::ChronoqdFixture;
@@ -184,6 +188,49 @@ TEST_F(ChronoqdTest, TokenFileWorksToo) {
   Launch({"--token-file", file});
   EXPECT_EQ(Send("GET", "/v1/version").status, 401);
   EXPECT_EQ(Send("GET", "/v1/version", "", {{"Authorization", "Bearer from-file"}}).status, 200);
+}
+
+// Without a token chronoqd serves loopback only; another address needs a
+// token, or --insecure-no-auth, which it logs loudly.
+TEST_F(ChronoqdTest, ANonLoopbackAddressNeedsATokenOrInsecureNoAuth) {
+  SpawnOptions o;
+  o.argv = {CHRONOQD_PATH, "--listen", "0.0.0.0:0", "--data", dir_.File("exposed")};
+  Result<Subprocess::Completed> refused = Subprocess::Run(o, Deadline(60s));
+  ASSERT_THAT(refused, IsOk());
+  EXPECT_EQ(refused->code, 2);
+  EXPECT_THAT(refused->err, ::testing::HasSubstr("listen: 0.0.0.0 is not a loopback address"));
+  EXPECT_THAT(refused->err, ::testing::HasSubstr("--insecure-no-auth"));
+  EXPECT_EQ(refused->out, "");
+
+  // Served with a token, or when told to, with a warning in the log.
+  const std::string log = dir_.File("exposed.log");
+  const auto serves = [&](std::vector<std::string> extra, std::vector<std::string> env) {
+    SpawnOptions spawn = o;
+    spawn.argv.insert(spawn.argv.end(), extra.begin(), extra.end());
+    spawn.env = std::move(env);
+    spawn.stdin_mode = Stdio::kNull;
+    spawn.stdout_mode = Stdio::kPipe;
+    spawn.stderr_mode = Stdio::kFile;
+    spawn.stderr_file = log;
+    Result<Subprocess> p = Subprocess::Spawn(spawn);
+    EXPECT_THAT(p, IsOk());
+    if (!p.ok()) return std::string();
+    Result<std::string> line = p->ReadLine(Deadline(60s), "chronoqd's \"listening on\" line");
+    EXPECT_THAT(line, IsOk());
+    p->Signal(SIGTERM);
+    EXPECT_THAT(p->Wait(Deadline(60s)), IsOkAndHolds(0));
+    return line.ok() ? *line : std::string();
+  };
+  const auto logged = [&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_THAT(serves({}, {"CHRONOQ_TOKEN=s3cret"}),
+              ::testing::HasSubstr("listening on http://0.0.0.0:"));
+  EXPECT_THAT(logged(), ::testing::Not(::testing::HasSubstr("WITHOUT AUTHENTICATION")));
+  EXPECT_THAT(serves({"--insecure-no-auth"}, {}),
+              ::testing::HasSubstr("listening on http://0.0.0.0:"));
+  EXPECT_THAT(logged(), ::testing::HasSubstr("WITHOUT AUTHENTICATION"));
 }
 
 TEST_F(ChronoqdTest, OversizedRequestsAreRefused) {
