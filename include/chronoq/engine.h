@@ -126,6 +126,10 @@ struct ClaimRequest {
   int max = 1;
   Duration lease = std::chrono::seconds(30);
   Duration wait = Duration::zero();
+  // Who is claiming, kept with each task it gets (Task::worker), for people:
+  // e.g. "host:pid". At most 200 bytes of UTF-8 without control characters;
+  // empty: nobody named.
+  std::string worker;
   // Acknowledged before the claim, usually in the same commit, so the claim
   // can take what they free (the next task of their keys).
   std::vector<AckRequest> acks;
@@ -190,6 +194,9 @@ class Engine {
   // passed (then returns none).
   virtual Result<std::vector<Lease>> Claim(std::string_view queue, int max, Duration lease,
                                            Duration wait = Duration::zero()) = 0;
+  // The same with every ClaimRequest field: the worker's name, and
+  // acknowledgements of the previous claim (ClaimAsync's rules).
+  virtual Result<ClaimAnswer> Claim(ClaimRequest request) = 0;
   // Completes a claimed task. FailedPrecondition (field "token") when the token
   // is stale: the lease was lost and the task may run elsewhere.
   virtual Status Ack(std::string_view id, uint64_t token) = 0;

@@ -39,6 +39,7 @@ inline constexpr Duration kMinLease = std::chrono::milliseconds(1);
 inline constexpr Duration kMaxLease = std::chrono::hours(24 * 7);
 inline constexpr Duration kMaxClaimWait = std::chrono::hours(1);
 inline constexpr int kMaxClaimBatch = 10'000;
+inline constexpr size_t kMaxWorkerNameBytes = 200;  // ClaimRequest::worker
 inline constexpr int kMaxListLimit = 1000;
 
 // --- queue settings ---------------------------------------------------------------

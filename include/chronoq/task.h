@@ -99,6 +99,9 @@ struct Task {
   std::optional<std::string> last_error;
   std::optional<Timestamp> lease_until;  // set while running
   std::optional<uint64_t> lease_token;   // set while running: the holder's fencing token
+  // The worker that claimed it last, as it named itself (ClaimRequest::worker):
+  // the lease holder while running, kept afterwards. Empty: none named.
+  std::string worker;
   Timestamp created_at;
   Timestamp updated_at;
   std::optional<WebhookTarget> target;

@@ -62,8 +62,10 @@ void PrintTask(std::ostream& out, const json& t) {
       {"updated_at", Show(t, "updated_at")},
   };
   if (HasKey(t)) rows.insert(rows.begin() + 2, {"key", Show(t, "key")});
-  if (t.contains("token")) rows.push_back({"token", Show(t, "token")});
   if (t.contains("lease_until")) rows.push_back({"lease_until", Show(t, "lease_until")});
+  if (t.contains("lease_token")) rows.push_back({"lease_token", Show(t, "lease_token")});
+  // The lease holder while it runs; who ran it last afterwards.
+  if (t.contains("worker")) rows.push_back({"worker", Show(t, "worker")});
   rows.push_back({"payload", t.contains("payload") ? t["payload"].dump() : "-"});
   for (auto& row : rows) row[0] += ":";
   PrintTable(out, rows);

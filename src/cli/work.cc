@@ -72,6 +72,8 @@
 #include <ostream>
 #include <thread>
 
+#include "chronoq/limits.h"
+
 #include "cli/cli_common.h"
 #include "common/subprocess.h"
 #include "common/text.h"
@@ -107,6 +109,7 @@ struct WorkArgs {
   std::string lease = "30s";
   std::string wait = "5s";
   bool quiet = false;
+  std::string worker;  // the name its claims give (ClaimRequest::worker); "": HOST:PID
   std::vector<std::string> command;
 };
 
@@ -289,7 +292,8 @@ class Worker {
         pending_acks_.erase(pending_acks_.begin(),
                             pending_acks_.begin() + static_cast<ptrdiff_t>(n));
       }
-      json body = {{"max", free}, {"lease_ms", lease_ms_}, {"wait_ms", wait_ms_}};
+      json body = {
+          {"max", free}, {"lease_ms", lease_ms_}, {"wait_ms", wait_ms_}, {"worker", a_.worker}};
       if (!acks.empty()) body["acks"] = AcksJson(acks);
       Result<HttpResponse> r = s_.Send("POST", target, &body);
       reached_once = reached_once || s_.client().last_reached_node();
@@ -717,6 +721,21 @@ std::string FailureMessage(int code, bool interrupted, std::string_view stderr_t
   return out;
 }
 
+// HOST:PID, what a worker is called unless told otherwise.
+std::string DefaultWorkerName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+// chronoqd's rule for a worker's name, checked before anything is claimed.
+Status ValidateWorkerFlag(std::string_view worker) {
+  if (worker.size() > kMaxWorkerNameBytes) {
+    return Status::InvalidArgument("--worker", "longer than 200 bytes");
+  }
+  return ValidateText(worker, "--worker");
+}
+
 void AddWorkCommand(CommandTable& table) {
   WorkArgs& a = table.Own<WorkArgs>();
   CLI::App* cmd = table.app().add_subcommand(
@@ -737,8 +756,13 @@ void AddWorkCommand(CommandTable& table) {
       ->type_name("DUR")
       ->capture_default_str();
   cmd->add_flag("--quiet", a.quiet, "No line per finished task");
+  cmd->add_option("--worker", a.worker,
+                  "This worker's name, shown as the lease holder of its tasks (default HOST:PID)")
+      ->type_name("NAME");
   table.Add(cmd, [&a](Session& s) {
     const CliIo& io = s.io();
+    if (a.worker.empty()) a.worker = DefaultWorkerName();
+    if (Status valid = ValidateWorkerFlag(a.worker); !valid.ok()) return Usage(io, valid);
     if (a.concurrency < 1 || a.concurrency > kMaxConcurrency) {
       return Usage(io, Status::InvalidArgument("--concurrency", "must be 1-1000"));
     }

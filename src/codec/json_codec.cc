@@ -481,6 +481,10 @@ void AppendTask(std::string& out, const Task& task) {
     out += ",\"lease_token\":";
     out += std::to_string(*task.lease_token);
   }
+  if (!task.worker.empty()) {
+    out += ",\"worker\":";
+    AppendString(out, task.worker);
+  }
   if (!task.schedule.empty()) {
     out += ",\"schedule\":";
     AppendString(out, task.schedule);

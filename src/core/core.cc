@@ -75,6 +75,7 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   t.updated_at = row.updated.value_or(t.created_at);
   if (row.target) t.target = StoredTarget(*row.target);
   t.key = row.key.value_or("");
+  t.worker = row.worker.value_or("");
   return t;
 }
 
@@ -85,7 +86,7 @@ Task TaskFromRead(const Store::ReadRow& read) {
 }
 
 bool ClaimOp::Run(Core& core) {
-  result = core.Claim(queue, max, lease);
+  result = core.Claim(queue, max, lease, worker);
   const bool cancelled = cancel != nullptr && cancel->load();
   if (result.ok() && result->empty() && deadline > Timestamp::min() && !cancelled) {
     core.Park(this);
@@ -540,7 +541,8 @@ Result<Task> Core::Purge(const std::string& id) {
 
 // --- consuming --------------------------------------------------------------
 
-Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Duration lease) {
+Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Duration lease,
+                                       const std::string& worker) {
   const Timestamp now = clock_.Now();
   CHRONOQ_ASSIGN_OR_RETURN(QueueState * q, QueueOf(queue));
   const int64_t qid = q->qid;
@@ -577,7 +579,7 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
   std::vector<int64_t> seqs;
   seqs.reserve(keys.size());
   for (const Window::Key& k : keys) seqs.push_back(k.seq);
-  Result<std::vector<TaskRow>> claimed = store_.MarkRunningMany(seqs, until, token, now);
+  Result<std::vector<TaskRow>> claimed = store_.MarkRunningMany(seqs, until, token, now, worker);
   if (!claimed.ok()) return restore(claimed.status());
   std::vector<TaskRow>& rows = *claimed;
   // The rows come back in seq order; leases go out in due order. The window
@@ -840,7 +842,7 @@ void Core::ServeParked(int64_t qid, std::vector<Op*>& finished) {
     ClaimOp* op = list.front();
     list.pop_front();
     parked_deadlines_.erase({op->deadline, op});
-    op->result = Claim(op->queue, op->max, op->lease);
+    op->result = Claim(op->queue, op->max, op->lease, op->worker);
     finished.push_back(op);
   }
 }

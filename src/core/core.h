@@ -110,6 +110,7 @@ class ClaimOp : public Op {
   const Duration lease;
   const Timestamp deadline;
   const std::atomic<bool>* const cancel;
+  std::string worker;  // ClaimRequest::worker; set before the op is submitted
   Result<std::vector<Lease>> result{std::vector<Lease>()};
 
  private:
@@ -147,7 +148,8 @@ class Core {
                           const std::optional<std::string>& payload);
   Result<Task> Retry(const std::string& id);
   Result<Task> Purge(const std::string& id);
-  Result<std::vector<Lease>> Claim(const std::string& queue, int max, Duration lease);
+  Result<std::vector<Lease>> Claim(const std::string& queue, int max, Duration lease,
+                                   const std::string& worker);
   Status Ack(const std::string& id, uint64_t token);
   // One Status per acknowledgement; the valid ones are written together.
   Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks);

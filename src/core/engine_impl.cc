@@ -677,6 +677,18 @@ Result<std::vector<Lease>> EngineImpl::Claim(std::string_view queue, int max, Du
   return ClaimWaiting(std::string(queue), max, lease, wait, nullptr);
 }
 
+Result<ClaimAnswer> EngineImpl::Claim(ClaimRequest request) {
+  // Answered on the loop thread, or on this one when refused at once; the
+  // wait ends with the claim's own (request.wait).
+  std::optional<Result<ClaimAnswer>> answer;
+  Completion answered;
+  ClaimAsync(std::move(request), [&answer, answered](Result<ClaimAnswer> a) mutable {
+    answered.Signal([&] { answer.emplace(std::move(a)); });
+  });
+  answered.Wait();
+  return std::move(*answer);
+}
+
 void EngineImpl::ClaimAsync(std::string queue, int max, Duration lease, Duration wait,
                             Done<std::vector<Lease>> done) {
   Result<Timestamp> deadline = ClaimDeadline(queue, max, lease, wait);
@@ -688,17 +700,20 @@ void EngineImpl::ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) {
   Result<Timestamp> deadline =
       ClaimDeadline(request.queue, request.max, request.lease, request.wait);
   Status valid = deadline.status();
+  if (valid.ok()) valid = ValidateWorkerName(request.worker);
   // Checked before anything is sent: acknowledgements must not go through
   // for a claim that is refused.
   if (valid.ok() && !request.acks.empty()) valid = ValidateLeaseRefs(request.acks, "acks");
   if (!valid.ok()) return done(valid);
   if (request.acks.empty()) {
-    Submit(new AsyncClaimOp(
+    auto* op = new AsyncClaimOp(
         [done = std::move(done)](Result<std::vector<Lease>> leases) {
           if (!leases.ok()) return done(leases.status());
           done(ClaimAnswer{std::move(*leases), {}});
         },
-        std::move(request.queue), request.max, request.lease, *deadline));
+        std::move(request.queue), request.max, request.lease, *deadline);
+    op->worker = std::move(request.worker);
+    Submit(op);
     return;
   }
   // The acknowledgements go to the loop first, so they usually commit in the
@@ -730,8 +745,10 @@ void EngineImpl::ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) {
   };
   CallAsync(PrepareAckMany(std::move(request.acks)),
             Done<std::vector<Status>>(arrive(&Joined::acked)));
-  Submit(new AsyncClaimOp(Done<std::vector<Lease>>(arrive(&Joined::claimed)),
-                          std::move(request.queue), request.max, request.lease, *deadline));
+  auto* op = new AsyncClaimOp(Done<std::vector<Lease>>(arrive(&Joined::claimed)),
+                              std::move(request.queue), request.max, request.lease, *deadline);
+  op->worker = std::move(request.worker);
+  Submit(op);
 }
 
 void EngineImpl::ReleaseWaitingClaims() {

@@ -48,6 +48,7 @@ class EngineImpl final : public Engine {
   Result<std::vector<KeyBacklog>> KeyBacklogs(std::string_view queue, int limit) override;
   Result<std::vector<Lease>> Claim(std::string_view queue, int max, Duration lease,
                                    Duration wait) override;
+  Result<ClaimAnswer> Claim(ClaimRequest request) override;
   Status Ack(std::string_view id, uint64_t token) override;
   Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks) override;
   Status Fail(std::string_view id, uint64_t token, std::string_view error,

@@ -139,6 +139,13 @@ Status ValidateClaim(std::string_view queue, int max, Duration lease, Duration w
   return {};
 }
 
+Status ValidateWorkerName(std::string_view worker) {
+  if (worker.size() > kMaxWorkerNameBytes) {
+    return Status::InvalidArgument("worker", "longer than 200 bytes");
+  }
+  return worker.empty() ? Status() : ValidateText(worker, "worker");  // empty: none named
+}
+
 Status ValidateRetryIn(std::optional<Duration> retry_in, const std::string& field) {
   if (retry_in && (*retry_in < Duration::zero() || *retry_in > kMaxDelay)) {
     return Status::InvalidArgument(field, "must be between 0 and 100 years");

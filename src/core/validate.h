@@ -49,6 +49,8 @@ Status ValidateTaskRef(std::string_view id, std::string_view field = "id");
 Status ValidateLeaseRefs(const std::vector<AckRequest>& requests, const std::string& field);
 // A claim's arguments; errors name "queue", "max", "lease_ms", "wait_ms".
 Status ValidateClaim(std::string_view queue, int max, Duration lease, Duration wait);
+// A claimer's name (ClaimRequest::worker; field "worker").
+Status ValidateWorkerName(std::string_view worker);
 // A failure's retry delay (errors name `field`).
 Status ValidateRetryIn(std::optional<Duration> retry_in, const std::string& field = "retry_in_ms");
 // A lock key (field "key") and a whole acquisition ("wait_ms", "lease_ms", "owner").

@@ -609,10 +609,12 @@ void Api::Claim(const std::string& queue, const std::string& body, const Respond
   ObjectReader r(*json);
   std::optional<int> max;
   std::optional<Duration> lease, wait;
+  std::optional<std::string> worker;
   ClaimRequest request;
   Status s = r.Int("max", max);
   if (s.ok()) s = r.Millis("lease_ms", lease);
   if (s.ok()) s = r.Millis("wait_ms", wait);
+  if (s.ok()) s = r.String("worker", worker);
   if (s.ok()) s = ReadAcks(r, request.acks);
   if (s.ok()) s = r.Finish();
   if (!s.ok()) return respond(ErrorResponse(s));
@@ -620,6 +622,7 @@ void Api::Claim(const std::string& queue, const std::string& body, const Respond
   request.max = max.value_or(1);
   request.lease = lease.value_or(milliseconds(30000));
   request.wait = wait.value_or(Duration::zero());
+  request.worker = worker.value_or("");
   const bool with_acks = !request.acks.empty();
   std::vector<std::string> ids = AckIds(request.acks);
   engine_.ClaimAsync(std::move(request),

@@ -73,6 +73,8 @@ std::string HostHeader(const TargetUrl& url) {
 namespace {
 
 constexpr Duration kClaimWait = std::chrono::hours(1);
+// What a delivery's task shows as its worker (Task::worker).
+constexpr std::string_view kWorkerName = "chronoqd webhook delivery";
 // Time a delivery's lease keeps beyond the target's timeout.
 constexpr Duration kLeaseMargin = std::chrono::seconds(15);
 // last_error of a delivery that Stop() interrupted or kept from starting.
@@ -289,12 +291,19 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
  private:
   // Waits for the next task of `queue`.
   void ClaimLocked(const std::string& queue) CHRONOQ_REQUIRES(mu_) {
-    engine_.ClaimAsync(queue, 1, options_.lease, kClaimWait,
-                       [self = shared_from_this(), queue](Result<std::vector<Lease>> leases) {
-                         asio::post(self->io_, [self, queue, leases = std::move(leases)]() mutable {
-                           self->OnClaim(queue, std::move(leases));
-                         });
-                       });
+    ClaimRequest request{.queue = queue,
+                         .max = 1,
+                         .lease = options_.lease,
+                         .wait = kClaimWait,
+                         .worker = std::string(kWorkerName)};
+    engine_.ClaimAsync(std::move(request), [self = shared_from_this(),
+                                            queue](Result<ClaimAnswer> answer) {
+      Result<std::vector<Lease>> leases =
+          answer.ok() ? Result<std::vector<Lease>>(std::move(answer->leases)) : answer.status();
+      asio::post(self->io_, [self, queue, leases = std::move(leases)]() mutable {
+        self->OnClaim(queue, std::move(leases));
+      });
+    });
   }
 
   // Claims again unless stopping; ends the loop otherwise.

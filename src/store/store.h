@@ -57,6 +57,9 @@ struct TaskRow {
   std::optional<std::string> response;  // the last webhook response: status and body excerpt
   std::optional<int64_t> sid;           // the schedule this task is an occurrence of
   std::optional<std::string> key;       // per-key ordering (TaskSpec::key)
+  // The worker that claimed it last, as it named itself (ClaimRequest::worker);
+  // kept after the lease ends, for triage.
+  std::optional<std::string> worker;
 };
 
 // A schedule as stored. Its definition is one JSON column (schedule_spec.h);
@@ -229,28 +232,29 @@ class Store {
   // Every held lock (as many as are held: few).
   virtual Result<std::vector<LockRow>> LoadLocks() = 0;
 
-  // Inserts a new row. Returns false (and writes nothing) when row.name is
-  // already taken.
+  // Inserts a new row (every column but `response`). Returns false (and
+  // writes nothing) when row.name is already taken.
   virtual Result<bool> Insert(const TaskRow& row) = 0;
-  // Overwrites every column of the row with row.seq.
+  // Overwrites every column of the row with row.seq but `response`.
   virtual Status Overwrite(const TaskRow& row) = 0;
   virtual Status Delete(int64_t seq) = 0;
   virtual Result<std::optional<TaskRow>> FindBySeq(int64_t seq) = 0;
   virtual Result<std::optional<TaskRow>> FindByName(const std::string& name) = 0;
 
   // scheduled → running, for every row of `seqs` that is scheduled: sets
-  // due=lease_until, run_at=old due, the token and attempt+1. Returns the rows
-  // as updated, in no particular order; rows that were not scheduled are left
-  // out.
+  // due=lease_until, run_at=old due, the token, attempt+1 and the worker
+  // (NULL when empty). Returns the rows as updated, in no particular order;
+  // rows that were not scheduled are left out.
   // (One statement per 64 rows.)
   virtual Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                        Timestamp lease_until, uint64_t token,
-                                                       Timestamp now) = 0;
+                                                       Timestamp now,
+                                                       const std::string& worker) = 0;
   // MarkRunningMany for one row.
   Result<std::optional<TaskRow>> MarkRunning(int64_t seq, Timestamp lease_until, uint64_t token,
-                                             Timestamp now) {
+                                             Timestamp now, const std::string& worker = {}) {
     CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> rows,
-                             MarkRunningMany({seq}, lease_until, token, now));
+                             MarkRunningMany({seq}, lease_until, token, now, worker));
     if (rows.empty()) return std::optional<TaskRow>();
     return std::optional<TaskRow>(std::move(rows.front()));
   }

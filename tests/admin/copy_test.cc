@@ -87,15 +87,17 @@ class CopyTest : public ::testing::Test {
       ASSERT_THAT(e.Enqueue(spec), IsOk());
     };
     auto claim_one = [&](const std::string& id) -> Lease {
-      Result<std::vector<Lease>> got = e.Claim("q", 1, 30s);
+      Result<ClaimAnswer> got =
+          e.Claim({.queue = "q", .max = 1, .lease = 30s, .worker = "copier-test:" + id});
       EXPECT_THAT(got, IsOk());
-      if (!got.ok() || got->size() != 1) {
+      if (!got.ok() || got->leases.size() != 1) {
         ADD_FAILURE() << "no claim for " << id;
         return {};
       }
-      EXPECT_EQ(got->front().id, id);
-      want->max_token = std::max(want->max_token, got->front().token);
-      return got->front();
+      const Lease& lease = got->leases.front();
+      EXPECT_EQ(lease.id, id);
+      want->max_token = std::max(want->max_token, lease.token);
+      return lease;
     };
     add("done", 0s);
     const Lease done = claim_one("done");
@@ -166,6 +168,9 @@ class CopyTest : public ::testing::Test {
       EXPECT_EQ(got->created_at, w.created_at);
       EXPECT_EQ(got->updated_at, w.updated_at);
       EXPECT_EQ(got->key, w.key);
+      EXPECT_EQ(got->worker, w.worker);
+      // Every claimed task has one to carry.
+      if (w.attempt > 0) EXPECT_EQ(w.worker, "copier-test:" + w.id);
     }
     Result<QueueInfo> q = e.GetQueue("q");
     ASSERT_THAT(q, IsOk());

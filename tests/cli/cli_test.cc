@@ -141,8 +141,9 @@ TEST_F(CliTest, GetShowsEveryField) {
   json task = Task("share:42", "running");
   task["attempt"] = 2;
   task["last_error"] = "timeout";
-  task["token"] = 17;
+  task["lease_token"] = 17;
   task["lease_until"] = "2026-11-22T03:00:30.000Z";
+  task["worker"] = "billing-7:4242";
   AnswerAll(Answer(200, task));
   ASSERT_EQ(Run({"get", "share:42"}), kExitOk) << err();
 
@@ -161,8 +162,9 @@ TEST_F(CliTest, GetShowsEveryField) {
             "last_error:   timeout\n"
             "created_at:   2026-11-15T03:00:00.000Z\n"
             "updated_at:   2026-11-15T03:00:00.000Z\n"
-            "token:        17\n"
             "lease_until:  2026-11-22T03:00:30.000Z\n"
+            "lease_token:  17\n"
+            "worker:       billing-7:4242\n"
             "payload:      {\"share\":42}\n");
 }
 

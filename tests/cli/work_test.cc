@@ -12,6 +12,7 @@
 
 #include "cli/cli_fixture.h"
 #include <signal.h>
+#include <unistd.h>
 
 namespace chronoq::cli {
 namespace {
@@ -72,6 +73,9 @@ TEST_F(CliTest, BadWorkCommandLinesExitTwoAndSendNothing) {
   ExpectUsageError({"work", "q", "--wait", "1ms", "--", "true"},
                    "error: --wait: must be between 10ms and 1h");
   ExpectUsageError({"work", "q", "--wait", "soon", "--", "true"}, "error: --wait:");
+  ExpectUsageError({"work", "q", "--worker", std::string(201, 'w'), "--", "true"},
+                   "error: --worker: longer than 200 bytes");
+  ExpectUsageError({"work", "q", "--worker", "a\tb", "--", "true"}, "error: --worker:");
   ExpectUsageError({"work", "q", "--", "/nonexistent/chronoq-cmd"},
                    "error: work: cannot run /nonexistent/chronoq-cmd: no such program");
   ExpectUsageError({"work", "q", "--", "chronoq-no-such-command-anywhere"},
@@ -93,7 +97,20 @@ TEST_F(CliTest, ARefusedClaimStopsTheWorkerWithExitOne) {
   EXPECT_EQ(err(), "error: invalid_argument: queue: contains a control character (field queue)\n");
   const Request claim = OnlyRequest();
   EXPECT_EQ(claim.target, "/v1/queues/q/claim");
-  EXPECT_EQ(BodyOf(claim), json::parse(R"({"max":1,"lease_ms":30000,"wait_ms":10})"));
+  json body = BodyOf(claim);
+  // Named HOST:PID unless told otherwise (the CLI runs in this process).
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(body["worker"], std::string(host) + ":" + std::to_string(getpid()));
+  body.erase("worker");
+  EXPECT_EQ(body, json::parse(R"({"max":1,"lease_ms":30000,"wait_ms":10})"));
+}
+
+TEST_F(CliTest, TheWorkerGivesItsClaimsTheNameItIsTold) {
+  AnswerAll(Error(400, "invalid_argument", "stop here", "queue"));
+  EXPECT_EQ(Run({"work", "q", "--worker", "billing-7", "--wait", "10ms", "--", "true"}),
+            kExitServerError);
+  EXPECT_EQ(BodyOf(OnlyRequest())["worker"], "billing-7");
 }
 
 TEST_F(CliTest, AnUnreachableClusterStopsTheWorkerWithExitThree) {

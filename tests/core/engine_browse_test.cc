@@ -1,5 +1,5 @@
 // What an operator browses, on the fake clock: listing by id prefix and
-// creation time, the lease token and the schedule a task came from, purging
+// creation time, the lease token and worker and the schedule a task came from, purging
 // a finished task, a queue's due backlog and its keys with the most tasks.
 #include <set>
 #include <string>
@@ -101,6 +101,40 @@ TEST_F(EngineBrowseTest, ARunningTaskShowsItsLeaseToken) {
             l->front().token);
   ASSERT_TRUE(engine_->Ack(t.id, l->front().token).ok());
   EXPECT_FALSE(engine_->Get(t.id)->lease_token.has_value());
+}
+
+// The worker a claim names is the task's lease holder, kept after it ends;
+// the next claim's replaces it, a claim naming nobody leaves none.
+TEST_F(EngineBrowseTest, ATaskShowsTheWorkerThatClaimedItLast) {
+  const Task t = Add();
+  EXPECT_EQ(engine_->Get(t.id)->worker, "");
+  Result<ClaimAnswer> first =
+      engine_->Claim({.queue = "q", .max = 1, .lease = 30s, .worker = "mail-1:311"});
+  ASSERT_TRUE(first.ok() && first->leases.size() == 1) << first.status().ToString();
+  EXPECT_EQ(engine_->Get(t.id)->worker, "mail-1:311");
+  EXPECT_EQ(engine_->List({.state = TaskState::kRunning})->tasks.at(0).worker, "mail-1:311");
+  ASSERT_TRUE(engine_->Fail(t.id, first->leases[0].token, "try again", 0s).ok());
+  EXPECT_EQ(engine_->Get(t.id)->worker, "mail-1:311");
+  // The second claim, acknowledging nothing, names another worker.
+  Result<ClaimAnswer> second =
+      engine_->Claim({.queue = "q", .max = 1, .lease = 30s, .worker = "mail-2:12"});
+  ASSERT_TRUE(second.ok() && second->leases.size() == 1);
+  EXPECT_EQ(engine_->Get(t.id)->worker, "mail-2:12");
+  // Acknowledged with the next claim, which names nobody.
+  Result<ClaimAnswer> third = engine_->Claim(
+      {.queue = "q", .max = 1, .lease = 30s, .acks = {{t.id, second->leases[0].token}}});
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  ASSERT_EQ(third->acks.size(), 1u);
+  EXPECT_TRUE(third->acks[0].ok());
+  EXPECT_EQ(engine_->Get(t.id)->state, TaskState::kSucceeded);
+  EXPECT_EQ(engine_->Get(t.id)->worker, "mail-2:12");
+  const Task other = Add();
+  ASSERT_TRUE(engine_->Claim("q", 1, 30s).ok());
+  EXPECT_EQ(engine_->Get(other.id)->worker, "");
+  // A bad name is refused before anything is claimed.
+  const Task third_task = Add();
+  EXPECT_EQ(engine_->Claim({.queue = "q", .worker = "a\tb"}).status().field(), "worker");
+  EXPECT_EQ(engine_->Get(third_task.id)->state, TaskState::kScheduled);
 }
 
 TEST_F(EngineBrowseTest, AnOccurrenceNamesItsScheduleWhileItExists) {

@@ -566,10 +566,11 @@ TEST_F(EngineScheduleSqliteTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnc
     UPDATE schedules SET spec = '{"name":"fixed","queue":"q","fixed_delay_us":1500000,'
       || '"payload":{},"misfire":"run_once","max_catchup":1,"overlap":"skip"}'
       WHERE name = 'fixed';
+    ALTER TABLE tasks DROP COLUMN worker;
     UPDATE meta SET v = 7 WHERE k = 'schema';
   )sql");
   Open();
-  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "8");
+  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "9");
   const Schedule purge = Get("purge");
   EXPECT_EQ(purge.spec.cron, spec.cron);
   EXPECT_EQ(purge.spec.tz, spec.tz);

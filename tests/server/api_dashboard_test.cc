@@ -70,6 +70,37 @@ TEST_F(ApiDashboardTest, TasksShowTheirLeaseTokenAndSchedule) {
   const json task = Json(Call("GET", "/v1/tasks/" + std::string(lease["id"])));
   EXPECT_EQ(task["lease_token"], lease["token"]) << task.dump();
   EXPECT_EQ(task["schedule"], "tick") << task.dump();
+  EXPECT_FALSE(task.contains("worker")) << "the claim named nobody: " << task.dump();
+}
+
+// A claim may name its worker: the task shows it as its lease holder, and
+// keeps it after the lease ends (who ran it last).
+TEST_F(ApiDashboardTest, TasksShowTheWorkerThatClaimedThemLast) {
+  Post({{"queue", "q"}, {"id", "a"}, {"max_attempts", 1}});
+  ApiResponse claim =
+      Call("POST", "/v1/queues/q/claim", R"({"lease_ms":30000,"worker":"billing-7:4242"})");
+  ASSERT_EQ(claim.status, 200) << claim.body;
+  const json lease = Json(claim)["tasks"][0];
+  json task = Json(Call("GET", "/v1/tasks/a"));
+  EXPECT_EQ(task["state"], "running");
+  EXPECT_EQ(task["worker"], "billing-7:4242") << task.dump();
+  ApiResponse failed = Call("POST", "/v1/tasks/a/fail",
+                            json{{"token", lease["token"]}, {"error", "boom"}}.dump());
+  ASSERT_EQ(failed.status, 200) << failed.body;
+  task = Json(Call("GET", "/v1/tasks/a"));
+  EXPECT_EQ(task["state"], "dead");
+  EXPECT_EQ(task["worker"], "billing-7:4242") << task.dump();
+  EXPECT_FALSE(task.contains("lease_token"));
+
+  // A bad name refuses the claim before anything is claimed.
+  Post({{"queue", "q"}, {"id", "b"}});
+  ExpectError(Call("POST", "/v1/queues/q/claim", R"({"worker":"a\nb"})"), 400, "invalid_argument",
+              "worker");
+  ExpectError(Call("POST", "/v1/queues/q/claim", json{{"worker", std::string(201, 'w')}}.dump()),
+              400, "invalid_argument", "worker");
+  ExpectError(Call("POST", "/v1/queues/q/claim", R"({"worker":7})"), 400, "invalid_argument",
+              "worker");
+  EXPECT_EQ(Json(Call("GET", "/v1/tasks/b"))["state"], "scheduled");
 }
 
 TEST_F(ApiDashboardTest, AQueueShowsItsDueTasksAndItsLongestKeys) {

@@ -84,7 +84,7 @@ TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   EXPECT_EQ(db_.QueryText("SELECT string_agg(table_name, ',' ORDER BY table_name)"
                           " FROM information_schema.tables WHERE table_schema = 'chronoq'"),
             "key_cursors,leader,locks,meta,nodes,queues,schedules,tasks");
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "1");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "2");
   EXPECT_EQ(db_.QueryText("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                           " WHERE schemaname = 'chronoq' AND indexname NOT LIKE '%pkey'"
                           " AND indexname NOT LIKE '%_key'"),
@@ -98,6 +98,34 @@ TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   EXPECT_EQ(db_.QueryText("SELECT count(*) FROM information_schema.tables"
                           " WHERE table_schema = 'chronoq'"),
             "8");
+}
+
+// Version 1 -> 2: tasks gain the worker that claimed them last; old rows
+// have none, new claims record theirs.
+TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
+  const int64_t q = Queue("q");
+  ASSERT_THAT(store_->Begin(), IsOk());
+  for (int64_t seq : {1, 2}) ASSERT_THAT(store_->Insert(Scheduled(seq, q, kNow)), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, ""), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  store_.reset();
+  db_.Exec("ALTER TABLE chronoq.tasks DROP COLUMN worker;"
+           " UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "2");
+  Result<std::optional<TaskRow>> old = store_->FindBySeq(1);
+  ASSERT_THAT(old, IsOk());
+  ASSERT_TRUE(old->has_value());
+  EXPECT_EQ((*old)->worker, std::nullopt);
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> claimed =
+      store_->MarkRunningMany({2}, kNow + seconds(30), 2, kNow, "host-1:99");
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_THAT(claimed, IsOk());
+  ASSERT_EQ(claimed->size(), 1u);
+  EXPECT_EQ(claimed->front().worker, "host-1:99");
+  EXPECT_EQ(db_.QueryText("SELECT worker FROM chronoq.tasks WHERE seq = 2"), "host-1:99");
 }
 
 TEST_F(PostgresStoreTest, ANewerSchemaVersionIsRefused) {
@@ -236,7 +264,7 @@ TEST_F(PostgresStoreTest, APurgeDropsTheCursorsOfKeysWithAnyCharacters) {
   std::vector<int64_t> seqs;
   for (int64_t s = 1; s <= seq; ++s) seqs.push_back(s);
   ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_THAT(store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow, ""), IsOk());
   for (size_t i = 0; i < keys.size(); ++i) {
     ASSERT_THAT(
         store_->SaveKeyCursor(q, keys[i], KeyPosition{kBase, 0, static_cast<int64_t>(i + 1)}),

@@ -168,6 +168,7 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
       "DROP INDEX tasks_key_retry; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
       "ALTER TABLE tasks DROP COLUMN key;"
       "ALTER TABLE queues DROP COLUMN key_in_flight; ALTER TABLE queues DROP COLUMN key_pending;"
+      "ALTER TABLE tasks DROP COLUMN worker;"
       "UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
@@ -227,7 +228,7 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
       row.key = "k";
       ASSERT_TRUE((*store)->Insert(row).ok());
     }
-    ASSERT_TRUE((*store)->MarkRunningMany({3}, kNow + seconds(30), 1, kNow).ok());
+    ASSERT_TRUE((*store)->MarkRunningMany({3}, kNow + seconds(30), 1, kNow, "").ok());
     ASSERT_TRUE((*store)->Commit().ok());
   }
   // Back to schema 6: the index of tasks waiting to start, no korder, no
@@ -236,11 +237,12 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
           "DROP INDEX tasks_korder; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
           "CREATE INDEX tasks_key ON tasks(qid, key, due, prio)"
           "  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;"
+          "ALTER TABLE tasks DROP COLUMN worker;"
           "UPDATE meta SET v=6 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "8");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "9");
   EXPECT_EQ(QueryText(path, "SELECT count(*) FROM sqlite_master WHERE name='tasks_key'"), "0");
   // The waiting tasks are in line by their due; the started one is not.
   Result<std::vector<DueEntry>> head = (*store)->KeyHeads(qid, "k", std::nullopt, 5);
@@ -253,6 +255,43 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
   EXPECT_TRUE((*store)->SaveKeyCursor(qid, "k", KeyPosition{kBase + seconds(7), 0, 3}).ok());
   ASSERT_TRUE((*store)->Commit().ok());
   EXPECT_EQ(QueryText(path, "SELECT seq FROM key_cursors"), "3");
+  store->reset();
+}
+
+// Schema 8 -> 9: tasks gain the worker that claimed them last; old rows
+// have none, new claims record theirs.
+TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
+  test::TempDir dir;
+  const std::string path = dir.File("v8.db");
+  int64_t qid = 0;
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+    ASSERT_TRUE(store.ok());
+    qid = *(*store)->QueueId("q");
+    ASSERT_TRUE((*store)->Begin().ok());
+    for (int64_t seq : {1, 2}) ASSERT_TRUE((*store)->Insert(Scheduled(seq, qid, kNow)).ok());
+    ASSERT_TRUE((*store)->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "").ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  ExecRaw(path, "ALTER TABLE tasks DROP COLUMN worker; UPDATE meta SET v=8 WHERE k='schema';");
+
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "9");
+  Result<std::optional<TaskRow>> old = (*store)->FindBySeq(1);
+  ASSERT_TRUE(old.ok() && old->has_value());
+  EXPECT_EQ((*old)->state, TaskState::kRunning);
+  EXPECT_EQ((*old)->worker, std::nullopt);
+  ASSERT_TRUE((*store)->Begin().ok());
+  Result<std::vector<TaskRow>> claimed =
+      (*store)->MarkRunningMany({2}, kNow + seconds(30), 2, kNow, "host-1:99");
+  ASSERT_TRUE((*store)->Commit().ok());
+  ASSERT_TRUE(claimed.ok() && claimed->size() == 1u);
+  EXPECT_EQ(claimed->front().worker, "host-1:99");
+  Result<std::optional<Store::ReadRow>> read = (*store)->ReadBySeq(2);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  EXPECT_EQ((*read)->row.worker, "host-1:99");
+  EXPECT_EQ((*read)->queue, "q");
   store->reset();
 }
 

@@ -587,7 +587,7 @@ TEST_P(StoreConformanceTest, MarkRunningClaimsAScheduledRow) {
 
   const Timestamp lease = kNow + seconds(30);
   const Timestamp now = kNow + seconds(1);
-  Result<std::optional<TaskRow>> r = store_->MarkRunning(10, lease, 77, now);
+  Result<std::optional<TaskRow>> r = store_->MarkRunning(10, lease, 77, now, "host-9:77");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(r->has_value());
   const TaskRow& got = **r;
@@ -600,6 +600,7 @@ TEST_P(StoreConformanceTest, MarkRunningClaimsAScheduledRow) {
   EXPECT_EQ(got.updated, now);
   EXPECT_EQ(got.last_error, "earlier failure");
   EXPECT_EQ(got.payload, row.payload);
+  EXPECT_EQ(got.worker, "host-9:77");
 
   std::optional<TaskRow> stored = Find(10);
   ASSERT_TRUE(stored.has_value());
@@ -623,6 +624,7 @@ TEST_P(StoreConformanceTest, MarkRunningReturnsNothingUnlessScheduled) {
   EXPECT_EQ(stored->token, 1u);
   EXPECT_EQ(stored->due, kNow + seconds(30));
   EXPECT_EQ(stored->attempt, 1);
+  EXPECT_EQ(stored->worker, std::nullopt);  // the claim named nobody
 
   for (TaskState st : {TaskState::kSucceeded, TaskState::kCancelled, TaskState::kDead}) {
     const int64_t seq = 20 + static_cast<int64_t>(st);
@@ -654,7 +656,7 @@ TEST_P(StoreConformanceTest, MarkRunningManyClaimsOnlyScheduledRowsInChunks) {
   seqs.push_back(999);  // does not exist
   ASSERT_TRUE(store_->Begin().ok());
   Result<std::vector<TaskRow>> rows =
-      store_->MarkRunningMany(seqs, kNow + seconds(30), 42, kNow + seconds(1));
+      store_->MarkRunningMany(seqs, kNow + seconds(30), 42, kNow + seconds(1), "w");
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_TRUE(store_->Commit().ok());
   ASSERT_EQ(rows->size(), 135u);
@@ -664,6 +666,7 @@ TEST_P(StoreConformanceTest, MarkRunningManyClaimsOnlyScheduledRowsInChunks) {
     EXPECT_TRUE(claimed.insert(r.seq).second) << "twice: " << r.seq;
     EXPECT_EQ(r.state, TaskState::kRunning);
     EXPECT_EQ(r.token, 42u);
+    EXPECT_EQ(r.worker, "w");
     EXPECT_EQ(r.attempt, 1);
     EXPECT_EQ(r.due, kNow + seconds(30));
     EXPECT_EQ(r.run_at, kNow - seconds(r.seq));
@@ -682,11 +685,12 @@ TEST_P(StoreConformanceTest, MarkRunningManyReturnsWholeRows) {
   InsertCommitted(row);
   InsertCommitted(Scheduled(11, q, kNow));
   ASSERT_THAT(store_->Begin(), IsOk());
-  Result<std::vector<TaskRow>> none = store_->MarkRunningMany({}, kNow + seconds(30), 7, kNow);
+  Result<std::vector<TaskRow>> none =
+      store_->MarkRunningMany({}, kNow + seconds(30), 7, kNow, "host-2:7");
   ASSERT_THAT(none, IsOk());
   EXPECT_TRUE(none->empty());
   Result<std::vector<TaskRow>> claimed =
-      store_->MarkRunningMany({11, 10}, kNow + seconds(30), 7, kNow + seconds(1));
+      store_->MarkRunningMany({11, 10}, kNow + seconds(30), 7, kNow + seconds(1), "host-2:7");
   ASSERT_THAT(claimed, IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());
   ASSERT_EQ(claimed->size(), 2u);
@@ -703,6 +707,36 @@ TEST_P(StoreConformanceTest, MarkRunningManyReturnsWholeRows) {
   EXPECT_EQ(full.target, row.target);
   EXPECT_EQ(full.key, row.key);
   EXPECT_EQ(full.sid, row.sid);
+  EXPECT_EQ(full.worker, "host-2:7");  // the claimer replaces the last one
+}
+
+// The worker stays with the task after its lease ends (who ran it last, for
+// triage), and a replaced task (Overwrite) starts without one.
+TEST_P(StoreConformanceTest, TheWorkerOutlivesTheLease) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Scheduled(10, q, kNow));
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkRunning(10, kNow + seconds(30), 9, kNow, "billing-3:811"), IsOk());
+  ASSERT_THAT(store_->Move({.seq = 10,
+                            .state = TaskState::kDead,
+                            .due = std::nullopt,
+                            .last_error = "boom",
+                            .attempt = std::nullopt,
+                            .now = kNow + seconds(1)}),
+              IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  std::optional<TaskRow> dead = Find(10);
+  ASSERT_TRUE(dead.has_value());
+  EXPECT_EQ(dead->worker, "billing-3:811");
+  EXPECT_FALSE(dead->token.has_value());
+
+  TaskRow replaced = Scheduled(10, q, kNow + seconds(5));
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->Overwrite(replaced), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  std::optional<TaskRow> fresh = Find(10);
+  ASSERT_TRUE(fresh.has_value());
+  EXPECT_EQ(fresh->worker, std::nullopt);
 }
 
 TEST_P(StoreConformanceTest, MoveRunningBackToScheduledClearsRunAtAndToken) {
@@ -1252,7 +1286,7 @@ TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
   auto start = [&](std::vector<int64_t> seqs) {
     Committed([&] {
       Result<std::vector<TaskRow>> rows =
-          store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow);
+          store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow, "");
       ASSERT_THAT(rows, IsOk());
       ASSERT_EQ(rows->size(), seqs.size());
     });
@@ -1368,7 +1402,7 @@ TEST_P(StoreConformanceTest, LoadKeyRetriesNamesEachKeyedTaskWaitingToRetry) {
   std::sort(want.begin(), want.end());
   EXPECT_EQ(got, want);
   // Claimed again: no longer waiting.
-  Committed([&] { ASSERT_THAT(store_->MarkRunningMany({1, 3, 4}, kNow, 2, kNow), IsOk()); });
+  Committed([&] { ASSERT_THAT(store_->MarkRunningMany({1, 3, 4}, kNow, 2, kNow, ""), IsOk()); });
   EXPECT_THAT(store_->LoadKeyRetries(),
               test::IsOkAndHolds(std::vector<std::pair<int64_t, std::string>>{{a, "k"}}));
 }

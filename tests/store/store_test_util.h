@@ -70,6 +70,7 @@ inline void ExpectSameRow(const TaskRow& got, const TaskRow& want) {
   EXPECT_EQ(got.target, want.target);
   EXPECT_EQ(got.sid, want.sid);
   EXPECT_EQ(got.key, want.key);
+  EXPECT_EQ(got.worker, want.worker);
 }
 
 // A row with every optional column set (but `response`).
@@ -89,6 +90,7 @@ inline TaskRow FullRow(int64_t seq, int64_t qid) {
   r.target = R"({"url":"https://example.com/hook"})";
   r.sid = 12;
   r.key = "customer:7";
+  r.worker = "host-1:4242";
   return r;
 }
 
@@ -170,7 +172,7 @@ class StoreHelpers {
     };
     auto start = [&](std::vector<int64_t> seqs) {
       ASSERT_TRUE(store_->Begin().ok());
-      ASSERT_TRUE(store_->MarkRunningMany(seqs, kNow + std::chrono::seconds(30), 1, kNow).ok());
+      ASSERT_TRUE(store_->MarkRunningMany(seqs, kNow + std::chrono::seconds(30), 1, kNow, "").ok());
       ASSERT_TRUE(store_->Commit().ok());
     };
     EXPECT_EQ(saved(), "");  // none yet: reads start at the beginning

@@ -105,12 +105,12 @@ class FaultyStore final : public Store {
   }
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                Timestamp lease_until, uint64_t token,
-                                               Timestamp now) override {
+                                               Timestamp now, const std::string& worker) override {
     if (fail_claims_.load() > 0) {
       --fail_claims_;
       return Status::Unavailable("injected claim failure");
     }
-    return inner_->MarkRunningMany(seqs, lease_until, token, now);
+    return inner_->MarkRunningMany(seqs, lease_until, token, now, worker);
   }
   Status Move(const Transition& t) override { return inner_->Move(t); }
   Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,

@@ -96,6 +96,9 @@ export function taskPage(id) {
       ...(t.lease_until ? row("lease until", local(t.lease_until)) : []),
       ...(t.lease_token !== undefined && t.lease_token !== null
         ? row("lease token", t.lease_token, { id: "task-lease-token" }) : []),
+      // The claim's worker: the lease holder while it runs, who ran it last after.
+      ...(t.worker ? row(t.state === "running" ? "lease holder" : "last worker", t.worker,
+        { id: "task-worker" }) : []),
       ...(t.target ? row("webhook", target(t)) : []),
       ...(t.target || t.last_response
         ? row("last response", t.last_response || "none yet", { id: "task-response" }) : []),

@@ -67,7 +67,7 @@ namespace {
 
 using namespace pg;  // NOLINT(google-build-using-namespace): the store is written in its terms
 
-constexpr int64_t kSchemaVersion = 1;
+constexpr int64_t kSchemaVersion = 2;
 // The oldest server the statements are written for (identity columns,
 // ON CONFLICT, DROP DATABASE ... WITH (FORCE) in the tests).
 constexpr int kMinServerVersion = 120000;
@@ -130,7 +130,8 @@ CREATE TABLE IF NOT EXISTS tasks(
   key TEXT COLLATE "C",
   target TEXT,
   last_error BYTEA,
-  response BYTEA);
+  response BYTEA,
+  worker TEXT);
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks(state, ((due >> 28)::integer), seq);
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tasks_korder ON tasks(qid, key, korder, prio, seq)
@@ -186,15 +187,15 @@ CREATE TABLE IF NOT EXISTS nodes(
   address TEXT NOT NULL,
   role TEXT NOT NULL,
   version TEXT NOT NULL);
-INSERT INTO meta(k, v) VALUES('schema', 1), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
+INSERT INTO meta(k, v) VALUES('schema', 2), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
 )sql";
 
 // The task columns in TaskAt() order.
 #define CHRONOQ_PG_TASK_COLS                                                              \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
-  "t.response, t.sid, t.key"
-constexpr int kTaskColumns = 19;
+  "t.response, t.sid, t.key, t.worker"
+constexpr int kTaskColumns = 20;
 
 // The schedule columns in ScheduleAt() order.
 #define CHRONOQ_PG_SCHEDULE_COLS                                                           \
@@ -223,6 +224,7 @@ TaskRow TaskAt(const Rows& rows, int i) {
   r.response = rows.OptBytes(i, 16);
   r.sid = rows.OptInt(i, 17);
   r.key = rows.OptText(i, 18);
+  r.worker = rows.OptText(i, 19);
   return r;
 }
 
@@ -280,8 +282,8 @@ constexpr Sql kQueueCounts{"queue_counts",
 // simply not inserted, and Insert sees no row affected.
 #define CHRONOQ_PG_INSERT_TASK                                                                  \
   "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at," \
-  " token, last_error, updated, backoff_base, backoff_cap, target, sid, key, korder)"           \
-  " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,"                     \
+  " token, last_error, updated, backoff_base, backoff_cap, target, sid, key, worker, korder)"   \
+  " VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,"                 \
   " CASE WHEN $18::text IS NOT NULL THEN $4::bigint END)"                                       \
   " ON CONFLICT (name) WHERE name IS NOT NULL DO NOTHING"
 constexpr Sql kInsert{"insert", CHRONOQ_PG_INSERT_TASK};
@@ -300,7 +302,7 @@ constexpr Sql kOverwrite{
     "overwrite",
     "UPDATE tasks SET qid=$2, state=$3, due=$4, prio=$5, attempt=$6, max_attempts=$7,"
     " payload=$8, name=$9, run_at=$10, token=$11, last_error=$12, updated=$13,"
-    " backoff_base=$14, backoff_cap=$15, target=$16, sid=$17, key=$18,"
+    " backoff_base=$14, backoff_cap=$15, target=$16, sid=$17, key=$18, worker=$19,"
     " korder=CASE WHEN $18::text IS NULL THEN NULL"
     "             WHEN $3::integer=0 AND $6::integer=0 THEN $4::bigint ELSE korder END"
     " WHERE seq=$1"};
@@ -313,8 +315,8 @@ constexpr Sql kByName{"by_name", "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t W
 // primary key only).
 constexpr Sql kMarkRunning{
     "mark_running",
-    "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3"
-    " WHERE t.seq = ANY($4::bigint[]) AND " CHRONOQ_PG_STATE_IS(
+    "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3,"
+    " worker=$5 WHERE t.seq = ANY($4::bigint[]) AND " CHRONOQ_PG_STATE_IS(
         "t.state", "0") " RETURNING " CHRONOQ_PG_TASK_COLS};
 // Leaving `scheduled` keeps the instant it was due in run_at; entering it
 // clears run_at, since due is the run time again.
@@ -463,13 +465,13 @@ constexpr const Sql* kWriterStatements[] = {
 constexpr Sql kReadBySeq{"read_by_seq", CHRONOQ_PG_READ_COLS "t.seq = $1"};
 constexpr Sql kReadByName{"read_by_name", CHRONOQ_PG_READ_COLS "t.name = $1"};
 
-// The task columns of a row, in kInsert's order ($1-$18).
+// The task columns of a row, in kInsert's order ($1-$19).
 void AppendTask(Params& p, const TaskRow& r) {
   p.Int(r.seq).Int(r.qid).Int(static_cast<int64_t>(r.state)).OptTime(r.due);
   p.Int(r.priority).Int(r.attempt).Int(r.max_attempts).Text(r.payload).OptText(r.name);
   p.OptTime(r.run_at).OptToken(r.token).OptBytes(r.last_error).OptTime(r.updated);
   p.OptDuration(r.backoff_base).OptDuration(r.backoff_cap).OptText(r.target).OptInt(r.sid);
-  p.OptText(r.key);
+  p.OptText(r.key).OptText(r.worker);
 }
 
 // Text in COPY's text form: backslash escapes for the backslash and the
@@ -499,7 +501,7 @@ void AppendCopyText(std::string& out, std::string_view v) {
 // separated by tabs, \N for null, backslash escapes in text.
 constexpr char kCopyTasks[] =
     "COPY tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at,"
-    " token, last_error, updated, backoff_base, backoff_cap, target, sid, key, korder)"
+    " token, last_error, updated, backoff_base, backoff_cap, target, sid, key, worker, korder)"
     " FROM STDIN";
 void AppendCopyRow(std::string& out, const TaskRow& r) {
   auto text = [&](std::string_view v) { AppendCopyText(out, v); };
@@ -549,6 +551,7 @@ void AppendCopyRow(std::string& out, const TaskRow& r) {
   opt_text(r.target);
   opt_num(r.sid, [](int64_t v) { return v; });
   opt_text(r.key);
+  opt_text(r.worker);
   // korder: the due a keyed task waits to start at (as kInsert).
   if (r.key && r.due) {
     num(Micros(*r.due));
@@ -631,7 +634,7 @@ class CopyLine {
 
 constexpr char kImportTasks[] =
     "COPY tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at, token,"
-    " last_error, updated, backoff_base, backoff_cap, target, response, sid, key, korder)"
+    " last_error, updated, backoff_base, backoff_cap, target, response, sid, key, worker, korder)"
     " FROM STDIN";
 constexpr char kImportQueues[] =
     "COPY queues(qid, name, paused, webhooks, concurrency, max_attempts, backoff_base,"
@@ -671,9 +674,18 @@ Status MigrateInTransaction(Connection& conn, const std::string& schema) {
       Rows version, conn.RunRows("SELECT v FROM meta WHERE k='schema'", "read schema version"));
   if (version.empty()) return Status::Internal("schema " + schema + " has no version");
   const int64_t v = version.Int(0, 0);
-  if (v < kSchemaVersion) {
-    // Version 1 is the first: migrations from it come with version 2.
+  if (v < 1) {
     return Status::Internal("schema " + schema + " has unknown version " + std::to_string(v));
+  }
+  if (v < kSchemaVersion) {
+    spdlog::info("migrating schema {} from version {} to {}", schema, v, kSchemaVersion);
+  }
+  // Version 1 -> 2: the worker that claimed each task last. ADD COLUMN
+  // without a default rewrites no row.
+  if (v == 1) {
+    CHRONOQ_RETURN_IF_ERROR(conn.Run(
+        "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS worker TEXT; UPDATE meta SET v=2 WHERE k='schema'",
+        "migrate schema " + schema + " to version 2"));
   }
   return {};  // a newer version is left alone: LoadMeta refuses it
 }
@@ -912,11 +924,16 @@ class PostgresStore final : public Store {
 
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                Timestamp lease_until, uint64_t token,
-                                               Timestamp now) override {
+                                               Timestamp now, const std::string& worker) override {
     std::vector<TaskRow> out;
     if (seqs.empty()) return out;
     Params p;
     p.Time(lease_until).Int(static_cast<int64_t>(token)).Time(now).Ints(seqs);
+    if (worker.empty()) {
+      p.Null();
+    } else {
+      p.Text(worker);
+    }
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kMarkRunning, p, "claim tasks"));
     out.reserve(static_cast<size_t>(r.size()));
     for (int i = 0; i < r.size(); ++i) out.push_back(TaskAt(r, i));
@@ -1273,7 +1290,7 @@ class PostgresStore final : public Store {
       line.OptInt(r.token ? std::optional<int64_t>(static_cast<int64_t>(*r.token)) : std::nullopt);
       line.OptBytes(r.last_error).OptTime(r.updated).OptDuration(r.backoff_base);
       line.OptDuration(r.backoff_cap).OptText(r.target).OptBytes(r.response).OptInt(r.sid);
-      line.OptText(r.key).OptTime(t.korder);
+      line.OptText(r.key).OptText(r.worker).OptTime(t.korder);
       CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kImportTasks, line.End()));
     }
     return writer_.Flush();

@@ -74,7 +74,8 @@ CREATE TABLE IF NOT EXISTS tasks(
   response TEXT,
   sid INTEGER,
   key TEXT,
-  korder INTEGER);
+  korder INTEGER,
+  worker TEXT);
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks(state, (due >> 28));
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
 CREATE TABLE IF NOT EXISTS schedules(
@@ -109,7 +110,7 @@ CREATE TABLE IF NOT EXISTS key_cursors(
   prio INTEGER NOT NULL,
   seq INTEGER NOT NULL,
   PRIMARY KEY(qid, key)) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 8), ('next_token', 1);
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 9), ('next_token', 1);
 )sql";
 
 // The indexes of keyed tasks (store.h), created after any migration added
@@ -125,7 +126,7 @@ CREATE INDEX IF NOT EXISTS tasks_key_retry ON tasks(qid)
   WHERE key IS NOT NULL AND state = 0 AND attempt > 0;
 )sql";
 
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 
 // Schema 1 -> 2: queue settings, paused flag and counts; task targets. The
 // columns are added in the order kSchema declares them, so a migrated database
@@ -240,6 +241,13 @@ UPDATE meta SET v=8 WHERE k='schema';
 )sql";
 }
 
+// Schema 8 -> 9: the worker that claimed each task last (its lease holder
+// while it runs). ADD COLUMN rewrites no row.
+constexpr const char* kMigrateFrom8 = R"sql(
+ALTER TABLE tasks ADD COLUMN worker TEXT;
+UPDATE meta SET v=9 WHERE k='schema';
+)sql";
+
 // Rows per batched claim or acknowledgement statement ("seq IN (...)"); unused
 // slots are bound to NULL, which matches nothing. Fewer statements per task
 // was worth about a third of the claim/ack path's time.
@@ -259,7 +267,7 @@ constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
 #define CHRONOQ_TASK_COLS                                                                 \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
-  "t.response, t.sid, t.key"
+  "t.response, t.sid, t.key, t.worker"
 // A task with its queue's name and its schedule's (empty if none), for readers.
 #define CHRONOQ_READ_COLS                                                  \
   "SELECT " CHRONOQ_TASK_COLS ", q.name, coalesce(s.name, '') FROM tasks t" \
@@ -375,6 +383,7 @@ class Stmt {
     r.response = OptText(16);
     r.sid = OptInt(17);
     r.key = OptText(18);
+    r.worker = OptText(19);
     return r;
   }
 
@@ -551,7 +560,11 @@ class SqliteStore final : public Store {
       s = Exec(writer_, kMigrateFrom6);
       version = 7;
     }
-    if (s.ok() && version == 7) s = Exec(writer_, MigrateFrom7().c_str());
+    if (s.ok() && version == 7) {
+      s = Exec(writer_, MigrateFrom7().c_str());
+      version = 8;
+    }
+    if (s.ok() && version == 8) s = Exec(writer_, kMigrateFrom8);
     if (s.ok()) s = Exec(writer_, "COMMIT");
     if (!s.ok()) Exec(writer_, "ROLLBACK").IgnoreError();
     return s;
@@ -693,14 +706,15 @@ class SqliteStore final : public Store {
 
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                Timestamp lease_until, uint64_t token,
-                                               Timestamp now) override {
+                                               Timestamp now, const std::string& worker) override {
     std::vector<TaskRow> out;
     out.reserve(seqs.size());
     for (size_t i = 0; i < seqs.size(); i += kRowBatch) {
       const size_t n = std::min(seqs.size() - i, static_cast<size_t>(kRowBatch));
       Stmt& update = w_.mark_running.Reset();
       update.Bind(1, lease_until).Bind(2, static_cast<int64_t>(token)).Bind(3, now);
-      for (size_t k = 0; k < n; ++k) update.Bind(static_cast<int>(4 + k), seqs[i + k]);
+      if (!worker.empty()) update.Bind(4, worker);  // else NULL
+      for (size_t k = 0; k < n; ++k) update.Bind(static_cast<int>(5 + k), seqs[i + k]);
       CHRONOQ_RETURN_IF_ERROR(update.Run("claim tasks"));
       // Read back exactly the rows this statement claimed.
       Stmt& read = w_.read_claimed.Reset();
@@ -1085,7 +1099,7 @@ class SqliteStore final : public Store {
     s.Bind(1, after_seq).Bind(2, static_cast<int64_t>(limit));
     std::vector<StoredTask> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Row(), s.OptTime(19)});
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Row(), s.OptTime(20)});
     if (rc != SQLITE_DONE) return SqlError(writer_, "export tasks");
     return out;
   }
@@ -1095,11 +1109,11 @@ class SqliteStore final : public Store {
         writer_,
         "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key,"
-        " response, korder) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
-        "?18,?19,?20)"));
+        " worker, response, korder) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,"
+        "?16,?17,?18,?19,?20,?21)"));
     for (const StoredTask& t : rows) {
       BindAll(s.Reset(), t.row);
-      s.Bind(19, t.row.response).Bind(20, t.korder);
+      s.Bind(20, t.row.response).Bind(21, t.korder);
       CHRONOQ_RETURN_IF_ERROR(ImportStep(s, "import task " + std::to_string(t.row.seq)));
     }
     return {};
@@ -1163,7 +1177,7 @@ class SqliteStore final : public Store {
 
  private:
   static std::optional<ReadRow> ReadRowOf(const Stmt& s) {
-    return ReadRow{s.Row(), s.Text(19), s.Text(20)};
+    return ReadRow{s.Row(), s.Text(20), s.Text(21)};
   }
   // seq, qid, due, prio at columns 0-3.
   static DueEntry DueEntryOf(const Stmt& s) {
@@ -1236,7 +1250,7 @@ class SqliteStore final : public Store {
     s.Bind(7, static_cast<int64_t>(r.max_attempts)).Bind(8, r.payload).Bind(9, r.name);
     s.Bind(10, r.run_at).Bind(11, r.token).Bind(12, r.last_error).Bind(13, r.updated);
     s.Bind(14, r.backoff_base).Bind(15, r.backoff_cap).Bind(16, r.target).Bind(17, r.sid);
-    s.Bind(18, r.key);
+    s.Bind(18, r.key).Bind(19, r.worker);
   }
 
   // The schedule columns in ScheduleRowOf() order, bound as ?1..?18 by
@@ -1299,9 +1313,9 @@ class SqliteStore final : public Store {
         "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2 WHERE +state=1 AND seq IN " +
         InList(3);
     const std::string mark_running_sql =
-        "UPDATE tasks SET state=1, run_at=due, due=?1, token=?2, attempt=attempt+1, updated=?3"
-        " WHERE +state=0 AND seq IN " +
-        InList(4);
+        "UPDATE tasks SET state=1, run_at=due, due=?1, token=?2, attempt=attempt+1, updated=?3,"
+        " worker=?4 WHERE +state=0 AND seq IN " +
+        InList(5);
     const std::string read_claimed_sql = "SELECT " CHRONOQ_TASK_COLS
                                          " FROM tasks t WHERE +t.token=?1 AND +t.updated=?2"
                                          " AND t.seq IN " +
@@ -1338,13 +1352,13 @@ class SqliteStore final : public Store {
          " n_dead=?6 WHERE qid=?1"},
         {&w_.insert,
          "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
-         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key, korder)"
-         " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,"
+         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key, worker,"
+         " korder) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,"
          " CASE WHEN ?18 IS NOT NULL THEN ?4 END)"},
         {&w_.overwrite,
          "UPDATE tasks SET qid=?2, state=?3, due=?4, prio=?5, attempt=?6, max_attempts=?7,"
          " payload=?8, name=?9, run_at=?10, token=?11, last_error=?12, updated=?13,"
-         " backoff_base=?14, backoff_cap=?15, target=?16, sid=?17, key=?18,"
+         " backoff_base=?14, backoff_cap=?15, target=?16, sid=?17, key=?18, worker=?19,"
          " korder=CASE WHEN ?18 IS NULL THEN NULL WHEN ?3=0 AND ?6=0 THEN ?4 ELSE korder END"
          " WHERE seq=?1"},
         {&w_.remove, "DELETE FROM tasks WHERE seq = ?1 RETURNING qid, key"},

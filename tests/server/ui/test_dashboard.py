@@ -156,8 +156,9 @@ def seed(url: str, token: Optional[str] = None) -> None:
     c = Client(url, token=token, timeout=10)
     c.enqueue_many([{"queue": "expire-share", "payload": {"share": i}} for i in range(5)])
     c.enqueue("purge", {"days": 30}, max_attempts=1)
-    lease = c.claim("purge", lease=60).tasks[0]
-    c.fail(lease.id, lease.token, "disk full")
+    lease = c.request("POST", "/v1/queues/purge/claim",
+                      {"lease_ms": 60000, "worker": "nightly-purge:4242"})["tasks"][0]
+    c.fail(lease["id"], lease["token"], "disk full")
     c.enqueue("customer-events-with-a-rather-long-queue-name", {"n": 1})
     c.pause_queue("customer-events-with-a-rather-long-queue-name")
 
@@ -376,15 +377,24 @@ def test_a_dead_task_found_in_the_browser_is_retried_and_succeeds(browser: WebDr
     wait_until(lambda: text_of(browser, "#task-state") == "dead", "the dead task's page")
     assert '"days": 30' in text_of(browser, "#task-payload")
     assert "disk full" in text_of(browser, "pre.error-text")
+    assert text_of(browser, "#task-worker") == "nightly-purge:4242"  # who ran it last
     screenshot(browser, "task")
     browser.execute_script(
         "document.querySelector('button[data-action=retry][data-task=\"' + arguments[0] + '\"]')"
         ".click()", dead_id)
     confirm(browser)
     wait_until(lambda: c.get(dead_id).state == "scheduled", "the retry to schedule the task")
-    lease = c.claim("purge", lease=60).tasks[0]
-    assert lease.id == dead_id
-    c.ack(lease.id, lease.token)
+    lease = c.request("POST", "/v1/queues/purge/claim",
+                      {"lease_ms": 60000, "worker": "nightly-purge:5151"})["tasks"][0]
+    assert lease["id"] == dead_id
+    # Running: the page shows the lease's holder and token.
+    wait_until(lambda: text_of(browser, "#task-state") == "running", "the task's page to show it run")
+    wait_until(lambda: text_of(browser, "#task-worker") == "nightly-purge:5151",
+               "the page to show the lease holder")
+    assert text_of(browser, "#task-lease-token") == str(lease["token"])
+    assert js(browser, "return document.getElementById('task-worker')"
+                       ".previousElementSibling.textContent") == "lease holder"
+    c.ack(lease["id"], lease["token"])
     wait_until(lambda: text_of(browser, "#task-state") == "succeeded",
                "the task's page to show it succeeded")
 
