@@ -333,6 +333,10 @@ func (c *Client) Claim(ctx context.Context, queue string, opts ClaimOptions) (*C
 		body = append(body, `,"wait_ms":`...)
 		body = strconv.AppendInt(body, opts.Wait.Milliseconds(), 10)
 	}
+	if opts.Worker != "" {
+		body = append(body, `,"worker":`...)
+		body = appendString(body, opts.Worker)
+	}
 	if len(opts.Acks) > 0 {
 		body = appendAcks(append(body, ','), opts.Acks)
 	}

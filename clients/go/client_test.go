@@ -216,6 +216,44 @@ func TestC5FailWithRetryIn(t *testing.T) {
 	}
 }
 
+// C15: a claim's worker name shows on the task (kept after the ack); an
+// empty one names nobody; a bad one is invalid_argument on field worker.
+func TestC15ClaimNamesTheWorker(t *testing.T) {
+	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	for i := 0; i < 2; i++ {
+		_, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: i})
+		must(t, err)
+	}
+	res, err := c.Claim(ctx, q, chronoq.ClaimOptions{Worker: "host-a:4242"})
+	must(t, err)
+	l := res.Tasks[0]
+	running, err := c.Get(ctx, l.ID)
+	must(t, err)
+	if running.Worker == nil || *running.Worker != "host-a:4242" {
+		t.Fatalf("running task %+v", running)
+	}
+	must(t, c.Ack(ctx, l.ID, l.Token))
+	done, err := c.Get(ctx, l.ID)
+	must(t, err)
+	if done.Worker == nil || *done.Worker != "host-a:4242" {
+		t.Fatalf("acknowledged task %+v", done)
+	}
+	res, err = c.Claim(ctx, q, chronoq.ClaimOptions{})
+	must(t, err)
+	anonymous, err := c.Get(ctx, res.Tasks[0].ID)
+	must(t, err)
+	if anonymous.Worker != nil {
+		t.Fatalf("task claimed by nobody named shows worker %q", *anonymous.Worker)
+	}
+	for _, bad := range []string{"two\nlines", strings.Repeat("x", 201)} {
+		_, err = c.Claim(ctx, q, chronoq.ClaimOptions{Worker: bad})
+		var e *chronoq.Error
+		if !errors.Is(err, chronoq.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != "worker" || e.Status != 400 {
+			t.Fatalf("claim with worker %q: %v", bad, err)
+		}
+	}
+}
+
 // C6: one ack_many reports successes and failures with a result per item.
 func TestC6AckManyWithFailures(t *testing.T) {
 	c, ctx, q := newClient(t), testCtx(t), newQueue(t)

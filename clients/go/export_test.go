@@ -5,4 +5,5 @@ var (
 	DecodeClaimFast = decodeClaimFast
 	ParseTimeFast   = parseTimeFast
 	AppendString    = appendString
+	WorkerName      = workerName
 )

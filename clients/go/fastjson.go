@@ -375,7 +375,8 @@ func (r *jsonReader) unknown(key []byte, known []string) bool {
 }
 
 var leaseKeys = []string{"id", "queue", "key", "payload", "run_at", "attempt", "max_attempts", "state",
-	"priority", "last_error", "last_response", "lease_until", "target", "created_at", "updated_at", "token"}
+	"priority", "last_error", "last_response", "worker", "lease_until", "target", "created_at", "updated_at",
+	"token"}
 
 // lease reads one lease (a task with its token) into l, but for its id
 // (left in r.id).
@@ -408,6 +409,8 @@ func (r *jsonReader) lease(l *Lease) bool {
 			l.LastError, ok = r.stringOrNull()
 		case "last_response":
 			l.LastResponse, ok = r.stringOrNull()
+		case "worker":
+			l.Worker, ok = r.stringOrNull()
 		case "lease_until":
 			if r.next() == 'n' {
 				l.LeaseUntil, ok = nil, r.literal("null")

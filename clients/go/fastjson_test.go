@@ -70,7 +70,7 @@ var claimBodies = []struct {
 	{"empty acks", `{"tasks":[],"acks":[]}`, true},
 	{"every task field", `{"tasks":[{"id":"x","queue":"q","key":"k","payload":[1,"a\"]}",{"b":null}],` +
 		`"run_at":"2026-01-31T23:59:59Z","attempt":3,"max_attempts":5,"state":"running","priority":-7,` +
-		`"last_error":"boom","last_response":"HTTP 500","lease_until":null,` +
+		`"last_error":"boom","last_response":"HTTP 500","worker":"host-1:42","lease_until":null,` +
 		`"target":{"url":"http://h/x","method":"PUT","headers":{"A":"b"},"timeout_ms":5},` +
 		`"created_at":"2026-01-01T00:00:00.1Z","updated_at":"2026-01-01T00:00:00.123456789Z","token":18446744073709551615}]}`, true},
 	{"white space", " {\n\t\"tasks\" : [ {\"id\" : \"x\" , \"payload\" : { \"a\" : [ 1 , 2 ] } , \"token\" : 2 } ] } \n", true},

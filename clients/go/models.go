@@ -73,6 +73,9 @@ type Task struct {
 	LastError *string `json:"last_error"`
 	// LastResponse is the last webhook answer ("HTTP 204"), for tasks with a Target.
 	LastResponse *string `json:"last_response,omitempty"`
+	// Worker names the worker that holds the task's lease, or last held it
+	// (the Worker of the claim that took it); nil when no claim named one.
+	Worker *string `json:"worker,omitempty"`
 	// LeaseUntil is when a running task's (or a lease's) lease ends.
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
 	// Target is the webhook chronoqd delivers the task to, if any.
@@ -203,6 +206,9 @@ type ClaimOptions struct {
 	Wait time.Duration
 	// Acks are outcomes of earlier tasks, applied before the claim.
 	Acks []AckItem
+	// Worker names the claimer (at most 200 bytes, no control characters;
+	// "": nobody): each task claimed shows it as Task.Worker.
+	Worker string
 }
 
 // ClaimResult is a claim's answer.

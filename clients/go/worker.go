@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Handler runs one claimed task: returning nil acknowledges it, an error
@@ -65,6 +68,35 @@ type WorkerOptions struct {
 	FlushTimeout time.Duration
 	// Logger receives warnings (default: the log package's standard logger).
 	Logger *log.Logger
+	// WorkerName is the name each claim gives chronoqd (at most 200 bytes,
+	// no control characters), shown as Task.Worker by GET /v1/tasks/{id}
+	// and the dashboard (default: DefaultWorkerName()).
+	WorkerName string
+}
+
+// maxWorkerName is chronoqd's limit on a claim's worker name, in bytes.
+const maxWorkerName = 200
+
+// DefaultWorkerName returns "<hostname>:<pid>", the hostname cut (on a
+// UTF-8 character boundary) to keep it within chronoqd's 200 bytes.
+func DefaultWorkerName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return workerName(host, os.Getpid())
+}
+
+// workerName returns "host:pid", host cut to fit maxWorkerName bytes.
+func workerName(host string, pid int) string {
+	suffix := ":" + strconv.Itoa(pid)
+	if n := maxWorkerName - len(suffix); len(host) > n {
+		for n > 0 && !utf8.RuneStart(host[n]) {
+			n--
+		}
+		host = host[:n]
+	}
+	return host + suffix
 }
 
 // WorkerStats are a worker's counters (they only grow).
@@ -193,6 +225,9 @@ func NewWorker(c *Client, opts WorkerOptions) *Worker {
 	}
 	if opts.Logger == nil {
 		opts.Logger = log.Default()
+	}
+	if opts.WorkerName == "" {
+		opts.WorkerName = DefaultWorkerName()
 	}
 	return &Worker{c: c, opts: opts, byQ: map[string]*registration{}, tracked: map[leaseKey]tracked{},
 		kick: make(chan struct{}, 1)}
@@ -410,7 +445,8 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 
 		// The claim is not cancelled by a stop: the tasks it leases run.
 		cctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout+wait)
-		res, err := w.c.Claim(cctx, r.queue, ClaimOptions{Max: max, Lease: w.opts.Lease, Wait: wait, Acks: acks})
+		res, err := w.c.Claim(cctx, r.queue, ClaimOptions{Max: max, Lease: w.opts.Lease, Wait: wait, Acks: acks,
+			Worker: w.opts.WorkerName})
 		cancel()
 		w.mu.Lock()
 		w.inFlight--

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"chronoq"
 )
@@ -310,5 +314,69 @@ func TestC14WorkerStopsOnABadQueue(t *testing.T) {
 		}
 	case <-time.After(deadline):
 		t.Fatal("timed out waiting for the worker to stop on a bad queue name")
+	}
+}
+
+// C15: a worker names itself <hostname>:<pid> by default, and the name
+// stays on the task it ran; WorkerName overrides it.
+func TestC15WorkerNamesItself(t *testing.T) {
+	host, err := os.Hostname()
+	must(t, err)
+	for _, tc := range []struct{ option, want string }{
+		{"", host + ":" + strconv.Itoa(os.Getpid())},
+		{"billing-7", "billing-7"},
+	} {
+		c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+		task, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: 1})
+		must(t, err)
+		opts := workerOpts(1)
+		opts.WorkerName = tc.option
+		w := chronoq.NewWorker(c, opts)
+		w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error { return nil })
+		stop := runWorker(t, w)
+		done := waitState(t, c, task.ID, chronoq.StateSucceeded)
+		stop()
+		if done.Worker == nil || *done.Worker != tc.want {
+			t.Fatalf("WorkerName %q: task %+v, want worker %q", tc.option, done, tc.want)
+		}
+	}
+	if got, want := chronoq.DefaultWorkerName(), host+":"+strconv.Itoa(os.Getpid()); got != want {
+		t.Fatalf("DefaultWorkerName() = %q, want %q", got, want)
+	}
+}
+
+// C15: an absurdly long hostname is cut on a UTF-8 boundary to fit
+// chronoqd's 200 bytes, keeping the pid.
+func TestC15WorkerNameFits200Bytes(t *testing.T) {
+	for _, host := range []string{strings.Repeat("\u00e9", 150), strings.Repeat("h", 300), "short"} {
+		name := chronoq.WorkerName(host, 123456)
+		if len(name) > 200 || !strings.HasSuffix(name, ":123456") || !utf8.ValidString(name) ||
+			!strings.HasPrefix(host, strings.TrimSuffix(name, ":123456")) {
+			t.Fatalf("WorkerName(%q) = %q (%d bytes)", host, name, len(name))
+		}
+	}
+	if got := chronoq.WorkerName("h", 7); got != "h:7" {
+		t.Fatalf("WorkerName(h, 7) = %q", got)
+	}
+}
+
+// C15: a worker name chronoqd refuses stops the worker with
+// invalid_argument on field worker.
+func TestC15WorkerStopsOnABadName(t *testing.T) {
+	c, q := newClient(t), newQueue(t)
+	opts := workerOpts(1)
+	opts.WorkerName = "bad\nname"
+	w := chronoq.NewWorker(c, opts)
+	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error { return nil })
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		var e *chronoq.Error
+		if !errors.Is(err, chronoq.ErrInvalidArgument) || !errors.As(err, &e) || e.Field != "worker" {
+			t.Fatalf("Run() = %v", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("timed out waiting for the worker to stop on a bad worker name")
 	}
 }

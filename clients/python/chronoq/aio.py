@@ -175,10 +175,13 @@ class AsyncClient:
         lease: Optional[Duration] = None,
         wait: Optional[Duration] = None,
         acks: Optional[Iterable[AckLike]] = None,
+        worker: Optional[str] = None,
     ) -> ClaimResult:
         """:meth:`chronoq.Client.claim`."""
         items = list(acks) if acks is not None else None
-        return await self._run(self.sync.claim, queue, max=max, lease=lease, wait=wait, acks=items)
+        return await self._run(
+            self.sync.claim, queue, max=max, lease=lease, wait=wait, acks=items, worker=worker
+        )
 
     async def ack(self, id: str, token: int) -> None:
         """:meth:`chronoq.Client.ack`."""

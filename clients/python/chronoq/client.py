@@ -401,6 +401,7 @@ class Client:
         lease: Optional[Duration] = None,
         wait: Optional[Duration] = None,
         acks: Optional[Iterable[AckLike]] = None,
+        worker: Optional[str] = None,
     ) -> ClaimResult:
         """Claims up to ``max`` due tasks of ``queue``
         (``POST /v1/queues/{queue}/claim``).
@@ -412,6 +413,8 @@ class Client:
         ``(id, token)``); they are applied first and their results come back
         in :attr:`~chronoq.ClaimResult.acks`. If the claim raises anything
         but :class:`~chronoq.InvalidArgument`, send those outcomes again.
+        ``worker`` names the claimer (at most 200 bytes, no control
+        characters): each task claimed shows it as :attr:`~chronoq.Task.worker`.
 
         Resent after a lost answer: the tasks a lost claim leased are handed
         out again when their lease ends.
@@ -426,6 +429,8 @@ class Client:
         items = [ack_item(a).to_json() for a in acks] if acks is not None else []
         if items:
             body["acks"] = items
+        if worker:
+            body["worker"] = worker
         answer = self._call(
             "POST", f"/v1/queues/{_seg(queue)}/claim", body, resend=True,
             extra_timeout=_seconds(wait_ms),

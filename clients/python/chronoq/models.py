@@ -181,6 +181,8 @@ class Task:
     lease_until: Optional[datetime] = None
     target: Optional[Dict[str, Any]] = None
     last_response: Optional[str] = None
+    #: who holds the task's lease or last held it (the ``worker`` of the claim)
+    worker: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -205,6 +207,7 @@ class Task:
             lease_until=parse_time(o.get("lease_until")),
             target=target if isinstance(target, dict) else None,
             last_response=_opt_str(o.get("last_response")),
+            worker=_opt_str(o.get("worker")),
             raw=o,
         )
 

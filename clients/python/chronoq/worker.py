@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import queue as queue_mod
 import signal
+import socket
 import threading
 import time
 import traceback
@@ -37,6 +39,15 @@ BatchHandler = Callable[[List[Lease]], Any]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _ERROR_LIMIT = 4000  # chronoqd keeps 4,096 bytes of an error
+_WORKER_NAME_LIMIT = 200  # chronoqd's limit on a claim's worker name, in bytes
+
+
+def default_worker_name() -> str:
+    """``<hostname>:<pid>``, cut to chronoqd's 200 bytes (on a UTF-8
+    character boundary, keeping the pid)."""
+    suffix = f":{os.getpid()}"
+    host = socket.gethostname().encode("utf-8", "replace")[: _WORKER_NAME_LIMIT - len(suffix)]
+    return host.decode("utf-8", "ignore") + suffix
 
 
 class RetryLater(Exception):
@@ -137,6 +148,10 @@ class Worker:
             task is handed out only once the previous one is acknowledged).
         traceback_lines: how many last lines of a handler's traceback become
             the task's ``last_error``.
+        worker_name: the name each claim gives chronoqd (at most 200 bytes,
+            no control characters), shown as the task's ``worker`` by
+            ``GET /v1/tasks/{id}`` and the dashboard; default
+            ``<hostname>:<pid>``. ``""`` names nobody.
 
     Each queue has one claiming thread, which claims as many tasks as it has
     free handler threads plus ``prefetch``, with the outcomes of finished
@@ -159,6 +174,7 @@ class Worker:
         prefetch: Optional[int] = None,
         ack_linger: float = 0.005,
         traceback_lines: int = 12,
+        worker_name: Optional[str] = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -171,6 +187,7 @@ class Worker:
         self.wait_ms = to_millis(wait, "wait")
         self.ack_linger = ack_linger
         self.traceback_lines = traceback_lines
+        self.worker_name = default_worker_name() if worker_name is None else worker_name
         self.stats = WorkerStats()
         self.error: Optional[BaseException] = None
         self._regs: Dict[str, _Registration] = {}
@@ -456,6 +473,7 @@ class Worker:
                     lease=reg.lease_ms,
                     wait=wait_ms,
                     acks=acks or None,
+                    worker=self.worker_name,
                 )
             except (Unavailable, OutcomeUnknown) as e:
                 self._put_back(acks)

@@ -18,8 +18,9 @@ def test_async_client_calls(server: Server, q: str) -> None:
             assert (await c.get(t.id)).payload == {"a": 1}
             await c.enqueue_many([TaskSpec(q, i) for i in range(3)])
             assert len([x async for x in c.list(queue=q, page_size=2)]) == 4
-            claimed = await c.claim(q, max=10)
+            claimed = await c.claim(q, max=10, worker="async-1")
             assert len(claimed) == 4
+            assert (await c.get(t.id)).worker == "async-1"
             results = await c.ack_many(claimed.tasks)
             assert all(r.ok for r in results)
             with pytest.raises(NotFound):

@@ -203,6 +203,23 @@ def test_claim_carries_acks(client: Client, q: str) -> None:
     client.ack_many([second.tasks[0]])
 
 
+def test_claim_names_the_worker(client: Client, q: str) -> None:
+    client.enqueue(q, 1, id=q + "-w1")
+    client.enqueue(q, 2, id=q + "-w2")
+    assert client.get(q + "-w1").worker is None
+    lease = client.claim(q, worker="host-a:4242").tasks[0]
+    assert client.get(lease.id).worker == "host-a:4242"  # the lease holder
+    client.ack(lease.id, lease.token)
+    assert client.get(lease.id).worker == "host-a:4242"  # kept after the lease ends
+    anonymous = client.claim(q, worker="").tasks[0]  # "" names nobody
+    assert client.get(anonymous.id).worker is None
+    client.ack(anonymous.id, anonymous.token)
+    for bad in ("two\nlines", "x" * 201):
+        with pytest.raises(InvalidArgument) as ei:
+            client.claim(q, worker=bad)
+        assert ei.value.status == 400 and ei.value.field == "worker"
+
+
 def test_ack_many_successes(client: Client, q: str) -> None:
     for i in range(3):
         client.enqueue(q, i)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Set, Tuple
 
 import pytest
 
+import chronoq.worker as worker_mod
 from chronoq import Client, Lease, RetryLater, Worker
 from conftest import PACKAGE_ROOT, Server, wait_for
 
@@ -51,6 +53,42 @@ def test_handler_success(client: Client, q: str, started: List[Worker]) -> None:
     assert seen == [{"n": 1}]
     wait_for(lambda: w.stats.succeeded == 1, "the worker to count the ack's result")
     assert w.stats.claimed == 1 and w.stats.refused == 0
+
+
+def test_worker_names_itself_host_pid(client: Client, q: str, started: List[Worker]) -> None:
+    w = Worker(client, wait=1000)
+    assert w.worker_name == f"{socket.gethostname()}:{os.getpid()}"
+    w.register(q, lambda task: None)
+    start(w, started)
+    t = client.enqueue(q, 1)
+    wait_for(lambda: state_of(client, t.id) == "succeeded", "the task to succeed")
+    assert client.get(t.id).worker == f"{socket.gethostname()}:{os.getpid()}"
+
+
+def test_worker_name_option(client: Client, q: str, started: List[Worker]) -> None:
+    w = Worker(client, wait=1000, worker_name="billing-7")
+    w.register(q, lambda task: None)
+    start(w, started)
+    t = client.enqueue(q, 1)
+    wait_for(lambda: state_of(client, t.id) == "succeeded", "the task to succeed")
+    assert client.get(t.id).worker == "billing-7"
+
+
+def test_default_worker_name_fits_200_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket, "gethostname", lambda: "\u00e9" * 150)  # 300 bytes
+    name = worker_mod.default_worker_name()
+    assert name.endswith(f":{os.getpid()}") and len(name.encode()) <= 200
+    assert name.startswith("\u00e9" * 90)
+
+
+def test_a_bad_worker_name_stops_the_worker(client: Client, q: str) -> None:
+    w = Worker(client, wait=1000, worker_name="bad\nname")
+    w.register(q, lambda t: None)
+    from chronoq import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as ei:
+        w.run(install_signal_handlers=False)
+    assert ei.value.field == "worker"
 
 
 def test_exception_fails_with_the_traceback(client: Client, q: str, started: List[Worker]) -> None:

@@ -397,7 +397,25 @@ public final class ChronoqClient implements AutoCloseable {
      * @return the leases and one result per ack
      */
     public ClaimResult claim(String queue, int max, Duration lease, Duration wait, List<AckItem> acks) {
-        return unwrapJoin(claimAsync(queue, max, lease, wait, acks));
+        return unwrapJoin(claimAsync(queue, max, lease, wait, acks, null));
+    }
+
+    /**
+     * Claims as the named worker: each task claimed shows {@code worker} as {@link Task#worker()}
+     * (the dashboard and {@code GET /v1/tasks/{id}} show who holds or last ran it).
+     *
+     * @param queue queue
+     * @param max 1-10,000
+     * @param lease lease length
+     * @param wait long-poll wait, or zero
+     * @param acks outcomes to report
+     * @param worker the claimer's name (at most 200 bytes, no control characters), or null or empty
+     *     for none
+     * @return the leases and one result per ack
+     * @throws InvalidArgumentException (field {@code worker}) for a name chronoqd refuses
+     */
+    public ClaimResult claim(String queue, int max, Duration lease, Duration wait, List<AckItem> acks, String worker) {
+        return unwrapJoin(claimAsync(queue, max, lease, wait, acks, worker));
     }
 
     /**
@@ -411,10 +429,27 @@ public final class ChronoqClient implements AutoCloseable {
      * @return the answer
      */
     public CompletableFuture<ClaimResult> claimAsync(String queue, int max, Duration lease, Duration wait, List<AckItem> acks) {
+        return claimAsync(queue, max, lease, wait, acks, null);
+    }
+
+    /**
+     * Asynchronous claim as the named worker.
+     *
+     * @param queue q
+     * @param max max
+     * @param lease lease
+     * @param wait wait
+     * @param acks acks
+     * @param worker the claimer's name, or null or empty for none
+     * @return the answer
+     */
+    public CompletableFuture<ClaimResult> claimAsync(String queue, int max, Duration lease, Duration wait, List<AckItem> acks,
+                                                     String worker) {
         ObjectNode b = obj();
         b.put("max", max);
         if (lease != null) b.put("lease_ms", lease.toMillis());
         if (wait != null && !wait.isZero()) b.put("wait_ms", wait.toMillis());
+        if (worker != null && !worker.isEmpty()) b.put("worker", worker);
         if (acks != null && !acks.isEmpty()) {
             ArrayNode a = b.putArray("acks");
             for (AckItem i : acks) a.add(i.toJson());

@@ -2,6 +2,7 @@ package dev.chronoq;
 
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -41,6 +42,8 @@ import java.util.logging.Logger;
 public final class ChronoqWorker implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(ChronoqWorker.class.getName());
     private static final int ERROR_LIMIT = 4000;
+    /** chronoqd's limit on a claim's worker name, in bytes of UTF-8. */
+    private static final int WORKER_NAME_LIMIT = 200;
 
     /** A handler of one task: returning acknowledges it, an exception fails it. */
     @FunctionalInterface
@@ -187,6 +190,7 @@ public final class ChronoqWorker implements AutoCloseable {
     private final Duration wait;
     private final int prefetch;
     private final Duration linger;
+    private final String workerName;
     private final List<Registration> regs = new ArrayList<>();
     private final Map<String, Task> tracked = new ConcurrentHashMap<>();
     private final Stats stats = new Stats();
@@ -205,6 +209,35 @@ public final class ChronoqWorker implements AutoCloseable {
         this.wait = b.wait;
         this.prefetch = b.prefetch < 0 ? 4 * b.concurrency : b.prefetch;
         this.linger = b.linger;
+        this.workerName = b.workerName != null ? b.workerName : defaultWorkerName();
+    }
+
+    /**
+     * The name a worker gives its claims unless told otherwise: {@code <hostname>:<pid>}, the
+     * hostname ({@code InetAddress.getLocalHost().getHostName()}, else {@code $HOSTNAME}, else
+     * {@code localhost}) cut on a character boundary to keep the name within chronoqd's 200 bytes.
+     *
+     * @return {@code <hostname>:<pid>}
+     */
+    public static String defaultWorkerName() {
+        String host;
+        try {
+            host = InetAddress.getLocalHost().getHostName();
+        } catch (java.io.IOException | RuntimeException e) {
+            host = System.getenv("HOSTNAME");
+        }
+        if (host == null || host.isEmpty()) host = "localhost";
+        return workerName(host, ProcessHandle.current().pid());
+    }
+
+    /** {@code host:pid}, the host cut (on a UTF-8 character boundary) to fit 200 bytes. */
+    static String workerName(String host, long pid) {
+        String suffix = ":" + pid;
+        byte[] b = host.getBytes(StandardCharsets.UTF_8);
+        int n = WORKER_NAME_LIMIT - suffix.length();
+        if (b.length <= n) return host + suffix;
+        while (n > 0 && (b[n] & 0xC0) == 0x80) n--;
+        return new String(b, 0, n, StandardCharsets.UTF_8) + suffix;
     }
 
     /**
@@ -224,6 +257,7 @@ public final class ChronoqWorker implements AutoCloseable {
         private Duration wait = Duration.ofSeconds(5);
         private int prefetch = -1;
         private Duration linger = Duration.ofMillis(5);
+        private String workerName;
 
         private Builder(ChronoqClient client) { this.client = client; }
 
@@ -253,6 +287,13 @@ public final class ChronoqWorker implements AutoCloseable {
          */
         public Builder ackLinger(Duration linger) { this.linger = linger; return this; }
         /**
+         * @param name the name each claim gives chronoqd (at most 200 bytes, no control characters),
+         *     shown by the dashboard and {@code GET /v1/tasks/{id}} as the task's worker (default
+         *     {@link ChronoqWorker#defaultWorkerName()}, {@code <hostname>:<pid>}; empty: none)
+         * @return this
+         */
+        public Builder workerName(String name) { this.workerName = name; return this; }
+        /**
          * @return the worker
          */
         public ChronoqWorker build() { return new ChronoqWorker(this); }
@@ -262,6 +303,11 @@ public final class ChronoqWorker implements AutoCloseable {
      * @return the counters
      */
     public Stats stats() { return stats; }
+
+    /**
+     * @return the name this worker's claims give chronoqd (empty: none)
+     */
+    public String workerName() { return workerName; }
 
     /**
      * Registers a handler for {@code queue} with the worker's concurrency.
@@ -355,7 +401,7 @@ public final class ChronoqWorker implements AutoCloseable {
             Duration w = slotFree ? wait : Duration.ZERO;
             ClaimResult res;
             try {
-                res = client.claim(reg.queue, Math.min(max, ChronoqClient.MAX_BATCH), lease, w, acks);
+                res = client.claim(reg.queue, Math.min(max, ChronoqClient.MAX_BATCH), lease, w, acks, workerName);
                 errors = 0;
             } catch (RuntimeException e) {
                 if (!acks.isEmpty()) {

@@ -78,6 +78,11 @@ public final class Task {
      */
     public String lastResponse() { return Json.text(raw, "last_response"); }
     /**
+     * @return the worker that holds the task's lease or last held it (the name its claim gave), or
+     *     null when no claim named one
+     */
+    public String worker() { return Json.text(raw, "worker"); }
+    /**
      * @return creation time (null on a lease)
      */
     public Instant createdAt() { return Json.time(raw, "created_at"); }

@@ -177,6 +177,28 @@ class ClientTest extends ServerTest {
         assertTrue(g.runAt().isAfter(Instant.now().plus(Duration.ofMinutes(50))));
     }
 
+    // C15: a claim's worker name shows on the task, and stays after the ack; empty names nobody;
+    // a bad name is invalid_argument on field worker
+    @Test
+    void c15_claimNamesTheWorker() {
+        client.enqueue(TaskSpec.builder("c15").id("c15-a").build());
+        client.enqueue(TaskSpec.builder("c15").id("c15-b").build());
+        assertNull(client.get("c15-a").worker());
+        Task t = client.claim("c15", 1, Duration.ofSeconds(30), Duration.ZERO, List.of(), "host-a:4242").tasks().get(0);
+        assertEquals("host-a:4242", client.get(t.id()).worker());
+        client.ack(t.id(), t.token());
+        assertEquals("host-a:4242", client.get(t.id()).worker());
+        Task anonymous = client.claim("c15", 1, Duration.ofSeconds(30), Duration.ZERO, List.of(), "").tasks().get(0);
+        assertNull(client.get(anonymous.id()).worker());
+        client.ack(anonymous.id(), anonymous.token());
+        for (String bad : List.of("two\nlines", "x".repeat(201))) {
+            InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
+                    () -> client.claim("c15", 1, null, Duration.ZERO, List.of(), bad));
+            assertEquals("worker", e.field());
+            assertEquals(400, e.status());
+        }
+    }
+
     // C6
     @Test
     void c6_ackManyWithFailures() {

@@ -15,7 +15,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.*;
 
-/** The worker: C14 (every test). */
+/** The worker: C14 (every test but the C15 ones), C15 (its name). */
 class WorkerTest extends ServerTest {
     private static ChronoqWorker.Builder worker() {
         return ChronoqWorker.builder(client).wait(Duration.ofMillis(500));
@@ -179,5 +179,41 @@ class WorkerTest extends ServerTest {
             Chronoqd.await("linger-1 to succeed", () -> client.get("linger-1").state().equals("succeeded"));
             assertTrue(w.stats().ackRequests() >= 1, "no POST /v1/acks");
         }
+    }
+
+    // C15: a worker names itself <hostname>:<pid> by default, and the name stays on the task it ran;
+    // workerName overrides it
+    @Test
+    void c15_workerNamesItself() throws Exception {
+        String expected = java.net.InetAddress.getLocalHost().getHostName() + ":" + ProcessHandle.current().pid();
+        assertEquals(expected, ChronoqWorker.defaultWorkerName());
+        client.enqueue(TaskSpec.builder("c15-w").id("c15-w-1").build());
+        try (ChronoqWorker w = worker().concurrency(1).build()) {
+            assertEquals(expected, w.workerName());
+            w.handle("c15-w", t -> { });
+            w.start();
+            Chronoqd.await("c15-w-1 to succeed", () -> client.get("c15-w-1").state().equals("succeeded"));
+        }
+        assertEquals(expected, client.get("c15-w-1").worker());
+
+        client.enqueue(TaskSpec.builder("c15-n").id("c15-n-1").build());
+        try (ChronoqWorker w = worker().concurrency(1).workerName("billing-7").build()) {
+            w.handle("c15-n", t -> { });
+            w.start();
+            Chronoqd.await("c15-n-1 to succeed", () -> client.get("c15-n-1").state().equals("succeeded"));
+        }
+        assertEquals("billing-7", client.get("c15-n-1").worker());
+    }
+
+    // C15: an absurdly long hostname is cut on a character boundary to fit chronoqd's 200 bytes
+    @Test
+    void c15_workerNameFits200Bytes() {
+        for (String host : List.of("\u00e9".repeat(150), "h".repeat(300), "short")) {
+            String name = ChronoqWorker.workerName(host, 123456);
+            assertTrue(name.getBytes(java.nio.charset.StandardCharsets.UTF_8).length <= 200, name);
+            assertTrue(name.endsWith(":123456"), name);
+            assertTrue(host.startsWith(name.substring(0, name.length() - ":123456".length())), name);
+        }
+        assertEquals("h:7", ChronoqWorker.workerName("h", 7));
     }
 }
