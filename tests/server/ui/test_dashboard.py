@@ -226,6 +226,52 @@ def test_a_phone_screen_scrolls_only_down(browser: WebDriver, server: Chronoqd) 
         browser.set_window_size(1280, 800)
 
 
+# The WCAG contrast of every visible text of the page against the background it sits on:
+# [ratio, text, selector-ish name] per element that holds text of its own.
+CONTRASTS_JS = """
+const lum = (c) => { const [r, g, b] = c.match(/[\\d.]+/g).slice(0, 3).map(Number).map(v => {
+  v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+const opaque = (c) => { const m = c.match(/[\\d.]+/g); return m.length < 4 || Number(m[3]) > 0; };
+const background = (e) => { for (; e; e = e.parentElement) {
+  const c = getComputedStyle(e).backgroundColor; if (opaque(c)) return c; }
+  return getComputedStyle(document.documentElement).backgroundColor; };
+const out = [];
+for (const e of document.querySelectorAll('body *')) {
+  const own = [...e.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent.trim()).join('');
+  if (!own || !e.getClientRects().length || getComputedStyle(e).visibility === 'hidden') continue;
+  const a = lum(getComputedStyle(e).color), b = lum(background(e));
+  out.push([(Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), own.slice(0, 40),
+            e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className && typeof e.className
+              === 'string' ? '.' + e.className.split(' ').join('.') : '')]);
+}
+return [lum(getComputedStyle(document.body).backgroundColor), out];
+"""
+
+
+def test_light_and_dark_are_both_readable(browser: WebDriver, server: Chronoqd) -> None:
+    """Every text of the overview and of a dead task's page reaches WCAG AA contrast (4.5:1)
+    in the light and in the dark scheme (prefers-color-scheme, emulated through DevTools)."""
+    seed(server.url)
+    dead_id = Client(server.url, timeout=10).list_page(queue="purge", state="dead").items[0].id
+    try:
+        for scheme in ("light", "dark"):
+            browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+                "features": [{"name": "prefers-color-scheme", "value": scheme}]})
+            for page, ready in ((f"{server.url}/ui/", "#status"),
+                                (f"{server.url}/ui/#/task/{dead_id}", "#task-worker")):
+                browser.get(page)
+                wait_until(lambda r=ready: text_of(browser, r) != "", f"{page} in {scheme}")
+                body, texts = js(browser, CONTRASTS_JS)
+                # The scheme took effect: a light page on white, a dark one on near black.
+                assert (body > 0.8) if scheme == "light" else (body < 0.05), (scheme, body)
+                low = [t for t in texts if t[0] < 4.5]
+                assert texts and not low, f"{scheme} {page}: below 4.5:1: {low}"
+            screenshot(browser, f"task-{scheme}")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+
+
 def test_the_token_is_asked_for_and_a_wrong_one_refused(browser: WebDriver,
                                                          tmp_path: Path) -> None:
     s = Chronoqd(str(tmp_path / "data"), token="s3cret")
