@@ -321,6 +321,7 @@ class HttpServer::Impl {
     asio::post(acceptor_.get_executor(), [this] {
       beast::error_code ignored;
       acceptor_.close(ignored);
+      accept_retry_.cancel();
     });
     if (before_wait) before_wait();
     for (auto& s : sessions) s->Shutdown();
@@ -360,16 +361,36 @@ class HttpServer::Impl {
         beast::error_code ignored;
         s.set_option(tcp::no_delay(true), ignored);
         std::make_shared<Session>(std::move(s), shared_)->Start();
-      } else {
-        spdlog::warn("accept: {}", ec.message());
+        return Accept();
       }
-      Accept();
+      // Out of descriptors (or memory), the waiting connection stays in the
+      // backlog and the next accept fails at once: retrying at once would
+      // spin a core and write a log line per try. Wait for connections to
+      // end instead, saying so once a minute.
+      const auto now = std::chrono::steady_clock::now();
+      ++accept_failures_;
+      if (now - last_accept_warning_ >= kAcceptWarningEvery) {
+        spdlog::warn("accept: {} ({} failures since the last warning; retrying every {} ms)",
+                     ec.message(), accept_failures_, kAcceptRetry.count());
+        last_accept_warning_ = now;
+        accept_failures_ = 0;
+      }
+      accept_retry_.expires_after(kAcceptRetry);
+      accept_retry_.async_wait([this](beast::error_code e) {
+        if (!e && acceptor_.is_open()) Accept();
+      });
     });
   }
+
+  static constexpr std::chrono::milliseconds kAcceptRetry{100};
+  static constexpr std::chrono::seconds kAcceptWarningEvery{60};
 
   Shared shared_;
   std::vector<std::unique_ptr<asio::io_context>> ios_;  // one per I/O thread
   tcp::acceptor acceptor_;                              // on the first
+  asio::steady_timer accept_retry_{acceptor_.get_executor()};
+  std::chrono::steady_clock::time_point last_accept_warning_{};
+  uint64_t accept_failures_ = 0;
   std::vector<asio::executor_work_guard<Executor>> work_;
   size_t next_io_ = 0;
   std::vector<std::thread> threads_;

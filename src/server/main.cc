@@ -37,6 +37,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace {
@@ -135,6 +136,20 @@ std::string HostName() {
   char name[256] = {};
   if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
   return name;
+}
+
+// Every connection holds a descriptor, and the soft limit is often 1024
+// (systemd's default for services) while the hard one is far higher: raise
+// the soft limit to the hard one, as servers do, and return it.
+rlim_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return raised.rlim_cur;
+  }
+  return limit.rlim_cur;
 }
 
 // Only this machine can reach `host`: a loopback address, or localhost.
@@ -328,6 +343,7 @@ int main(int argc, char** argv) {
   // Logs go to stderr; stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("chronoqd"));
   if (log_format == "json") chronoq::server::UseJsonLogs();
+  spdlog::info("open-file limit {}: about as many connections", RaiseOpenFileLimit());
 
   server::ServerOptions options;
   options.threads = threads;

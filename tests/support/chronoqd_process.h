@@ -39,6 +39,10 @@ struct ChronoqdOptions {
   // How long Start() waits for the "listening on" line, and Stop() for the exit.
   std::chrono::seconds start_timeout{60};
   std::chrono::seconds stop_timeout{60};
+  // A program (looked up in PATH) and its arguments that run chronoqd, e.g.
+  // {"prlimit", "--nofile=128:128", "--"}; empty: chronoqd itself. The
+  // wrapper must exec chronoqd, so that signals reach it.
+  std::vector<std::string> wrapper;
 };
 
 class ChronoqdProcess {
