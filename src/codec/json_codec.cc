@@ -4,6 +4,8 @@
 
 #include "chronoq/time.h"
 
+#include "common/text.h"
+
 namespace chronoq {
 namespace {
 
@@ -390,8 +392,23 @@ Result<ScheduleSpec> ParseScheduleSpec(const Json& object,
 void AppendString(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
-  for (const char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x80) {
+      // JSON text is UTF-8, and some strings are not checked to be: a
+      // client's path or id echoed in an error, a webhook's answer. A byte
+      // that starts no valid sequence is written as U+FFFD, so the document
+      // still parses.
+      const size_t n = Utf8SequenceLength(text, i);
+      if (n == 0) {
+        out += "\\ufffd";
+      } else {
+        out.append(text.substr(i, n));
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";

@@ -62,6 +62,18 @@ TEST(JsonCodecTest, StringsAreEscaped) {
   EXPECT_EQ(Json::parse(out).get<std::string>(), "a\"b\\c\n\x01é");
 }
 
+// Found by tests/fuzz/fuzz_http_request: GET /v1/tasks/%FF answered 404 with
+// the id's byte 0xFF inside the message, a body no JSON parser accepts.
+TEST(JsonCodecTest, StringsThatAreNotUtf8StillMakeJson) {
+  std::string out;
+  AppendString(out, "task \xff\xc3 \xed\xa0\x80 \xf0\x9f\x98\x80 \xc3\xa9");
+  EXPECT_EQ(out, "\"task \\ufffd\\ufffd \\ufffd\\ufffd\\ufffd \xf0\x9f\x98\x80 \xc3\xa9\"");
+  EXPECT_EQ(Json::parse(out).get<std::string>(),
+            "task \ufffd\ufffd \ufffd\ufffd\ufffd \U0001F600 \u00e9");
+  std::string error = ErrorBody("not_found", Status::NotFound("task \xff does not exist"));
+  EXPECT_TRUE(Json::accept(error)) << error;
+}
+
 TEST(JsonCodecTest, TasksAndLeasesAreValidJson) {
   Task t;
   t.id = "share:\"42\"";
