@@ -114,6 +114,9 @@ class CronExpr {
   // file; nullptr when there is none or it does not match the listed data.
   static const PosixZone* LoadPosix(const date::time_zone& zone);
 
+  // Whether UTC second `t` ends a spring-forward gap in which a local time
+  // of the rule fell (its fire under DstGap::kRunAfter).
+  bool FiresAtGapEnd(int64_t t) const;
   // The first local time (seconds since the local epoch) in [begin, end) whose
   // fields match, or nullopt.
   std::optional<int64_t> FindLocal(int64_t begin, int64_t end) const;

@@ -154,7 +154,8 @@ Status Invalid(const FieldSpec& spec, std::string_view token) {
 
 // Parses a non-negative integer of at most 4 digits filling all of `s`.
 std::optional<int> ParseInt(std::string_view s) {
-  if (s.empty() || s.size() > 4) return std::nullopt;
+  // from_chars would take a minus sign: "L--3" would shift by -3.
+  if (s.empty() || s.size() > 4 || s[0] < '0' || s[0] > '9') return std::nullopt;
   int v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
@@ -646,6 +647,13 @@ std::optional<int64_t> CronExpr::FindLocal(int64_t begin, int64_t end) const {
   return std::nullopt;
 }
 
+bool CronExpr::FiresAtGapEnd(int64_t t) const {
+  const Segment seg = SegmentAt(t);
+  if (seg.begin != t) return false;
+  const int64_t before = SegmentAt(t - 1).offset;
+  return seg.offset > before && FindLocal(t + before, t + seg.offset).has_value();
+}
+
 std::optional<Timestamp> CronExpr::Next(Timestamp from) const {
   using std::chrono::seconds;
   int64_t t = std::chrono::floor<seconds>(from).time_since_epoch().count() + 1;
@@ -662,6 +670,10 @@ std::optional<Timestamp> CronExpr::Next(Timestamp from) const {
 
   const bool fixed_once = fixed_time_ && dst_repeat_ == DstRepeat::kOnce;
   const bool fixed_run_after = fixed_time_ && dst_gap_ == DstGap::kRunAfter;
+  // A rule whose time fell in a spring-forward gap fires at the gap's end.
+  // The loop below finds that fire when it leaves the segment before the
+  // gap, so a search starting exactly at the gap's end must look back itself.
+  if (fixed_run_after && FiresAtGapEnd(t)) return to_timestamp(t);
   while (t < horizon) {
     const Segment seg = SegmentAt(t);
     const int64_t off = seg.offset;
@@ -677,10 +689,7 @@ std::optional<Timestamp> CronExpr::Next(Timestamp from) const {
       return to_timestamp(*local - off);
     }
     if (end >= horizon) return std::nullopt;
-    if (fixed_run_after) {
-      const int64_t next_off = SegmentAt(end).offset;
-      if (next_off > off && FindLocal(end + off, end + next_off)) return to_timestamp(end);
-    }
+    if (fixed_run_after && FiresAtGapEnd(end)) return to_timestamp(end);
     t = end;
   }
   return std::nullopt;

@@ -288,6 +288,14 @@ TEST(CronErrorTest, BadSteps) {
   EXPECT_THAT(ParseError("*/ * * * *").message(), HasSubstr("minute: invalid '*/'"));
 }
 
+// Found by tests/fuzz/fuzz_cron: "L--3" read -3 and shifted a bit by it
+// (undefined behaviour; on x86 it accepted the rule as L-29).
+TEST(CronErrorTest, NoNegativeNumbers) {
+  EXPECT_THAT(ParseError("0 0 L--3 * *").message(), HasSubstr("day-of-month: invalid 'L--3'"));
+  EXPECT_THAT(ParseError("*/-5 * * * *").message(), HasSubstr("minute: invalid '*/-5'"));
+  EXPECT_THAT(ParseError("0 0 * * 5#-1").message(), HasSubstr("day-of-week: invalid '5#-1'"));
+}
+
 TEST(CronErrorTest, ReversedRange) {
   EXPECT_THAT(ParseError("0 5-2 * * *").message(),
               HasSubstr("hour: '5-2': range start is after its end"));
@@ -390,6 +398,26 @@ TEST(CronDstTest, NewYorkSpringForward) {
   // A fixed-time rule outside the gap is unaffected.
   EXPECT_THAT(Fires("0 3 * * *", "2026-03-08T05:00:00Z", 2, ny),
               ElementsAre("2026-03-08T07:00:00.000Z", "2026-03-09T07:00:00.000Z"));
+}
+
+// Found by tests/fuzz/fuzz_cron: asked from the last second before the gap,
+// Next skipped the fire at its end, so a schedule created (or starting) just
+// then lost that day's run.
+TEST(CronDstTest, RunAfterFireFoundFromJustBeforeTheGap) {
+  const CronOptions ny = Tz("America/New_York");
+  for (const char* from : {"2026-03-08T06:59:59Z", "2026-03-08T06:59:59.999999Z"}) {
+    EXPECT_THAT(Fires("30 2 * * *", from, 2, ny),
+                ElementsAre("2026-03-08T07:00:00.000Z", "2026-03-09T06:30:00.000Z"))
+        << from;
+  }
+  // London, after the zone file's last transition too (the POSIX rule).
+  EXPECT_THAT(Fires("0 1 29 3 *", "2015-03-29T00:59:59Z", 1, Tz("Europe/London")),
+              ElementsAre("2015-03-29T01:00:00.000Z"));
+  EXPECT_THAT(Fires("0 1 30 3 *", "2042-03-30T00:59:59Z", 1, Tz("Europe/London")),
+              ElementsAre("2042-03-30T01:00:00.000Z"));
+  // The fire itself is not repeated.
+  EXPECT_THAT(Fires("30 2 * * *", "2026-03-08T07:00:00Z", 1, ny),
+              ElementsAre("2026-03-09T06:30:00.000Z"));
 }
 
 TEST(CronDstTest, NewYorkFallBack) {
