@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release-config release run run-postgres demo test asan tsan-build tsan stress bench format format-check lint clean
+.PHONY: deps release-config release run run-postgres demo test asan tsan-build tsan stress fuzz bench format format-check lint clean
 
 deps:
 	@scripts/install-deps.sh
@@ -69,6 +69,21 @@ stress: asan tsan-build
 	  --output-on-failure -j $(JOBS)
 	cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest -L 'e2e|crash' \
 	  --repeat until-fail:$(STRESS_REPEAT) --output-on-failure -j $(JOBS)
+
+# The libFuzzer harnesses of tests/fuzz/, FUZZ_SECONDS each, in a tree of
+# their own: every library there is coverage-instrumented (fuzzer-no-link),
+# so the fuzzer sees into the code under test; -O1 for speed, without NDEBUG
+# so CHRONOQ_DCHECKs stay on. Only the harnesses are built. Each one's corpus
+# grows in build/fuzz/corpus/<harness> from the checked-in seeds; a crash
+# fails the target, naming the harness and the input (build/fuzz/artifacts/).
+# `make test` runs each harness 10 s (ctest -L fuzz).
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	cmake -S . -B build/fuzz $(CMAKE_COMMON) $(ASAN_COMPILERS) -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DCHRONOQ_SANITIZE="address;undefined;fuzzer-no-link" \
+	  -DCHRONOQ_BUILD_BENCH=OFF
+	cmake --build build/fuzz -j $(JOBS) --target chronoq_fuzzers
+	tests/fuzz/run-fuzzers.sh --seconds $(FUZZ_SECONDS) --work build/fuzz build/fuzz/tests/fuzz/fuzz_*
 
 # Runs the load generator on the embedded engine, then against chronoqd over
 # HTTP; see docs/BENCHMARKS.md.
