@@ -351,9 +351,36 @@ class HttpServer::Impl {
     return out;
   }
 
+  size_t OpenConnections() {
+    MutexLock lock(shared_.mu);
+    return shared_.sessions.size();
+  }
+
+  // Says (once a minute at most) why accepting is paused, then tries again
+  // in kAcceptRetry.
+  void AcceptLater(const std::string& why) {
+    const auto now = std::chrono::steady_clock::now();
+    ++accept_waits_;
+    if (now - last_accept_warning_ >= kAcceptWarningEvery) {
+      spdlog::warn("accept: {} ({} waits since the last warning; trying every {} ms)", why,
+                   accept_waits_, kAcceptRetry.count());
+      last_accept_warning_ = now;
+      accept_waits_ = 0;
+    }
+    accept_retry_.expires_after(kAcceptRetry);
+    accept_retry_.async_wait([this](beast::error_code e) {
+      if (!e && acceptor_.is_open()) Accept();
+    });
+  }
+
   // Connections go to the I/O threads in turn. (Only the acceptor's thread
   // runs this.)
   void Accept() {
+    if (const size_t max = shared_.options.max_connections;
+        max > 0 && OpenConnections() >= max) {
+      return AcceptLater("at the limit of " + std::to_string(max) +
+                         " connections open at once; new ones wait in the backlog");
+    }
     asio::io_context& io = *ios_[next_io_++ % ios_.size()];
     acceptor_.async_accept(io.get_executor(), [this](beast::error_code ec, Socket s) {
       if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
@@ -366,19 +393,8 @@ class HttpServer::Impl {
       // Out of descriptors (or memory), the waiting connection stays in the
       // backlog and the next accept fails at once: retrying at once would
       // spin a core and write a log line per try. Wait for connections to
-      // end instead, saying so once a minute.
-      const auto now = std::chrono::steady_clock::now();
-      ++accept_failures_;
-      if (now - last_accept_warning_ >= kAcceptWarningEvery) {
-        spdlog::warn("accept: {} ({} failures since the last warning; retrying every {} ms)",
-                     ec.message(), accept_failures_, kAcceptRetry.count());
-        last_accept_warning_ = now;
-        accept_failures_ = 0;
-      }
-      accept_retry_.expires_after(kAcceptRetry);
-      accept_retry_.async_wait([this](beast::error_code e) {
-        if (!e && acceptor_.is_open()) Accept();
-      });
+      // end instead.
+      AcceptLater(ec.message());
     });
   }
 
@@ -390,7 +406,7 @@ class HttpServer::Impl {
   tcp::acceptor acceptor_;                              // on the first
   asio::steady_timer accept_retry_{acceptor_.get_executor()};
   std::chrono::steady_clock::time_point last_accept_warning_{};
-  uint64_t accept_failures_ = 0;
+  uint64_t accept_waits_ = 0;
   std::vector<asio::executor_work_guard<Executor>> work_;
   size_t next_io_ = 0;
   std::vector<std::thread> threads_;

@@ -33,6 +33,11 @@ struct ServerOptions {
   size_t max_header = 16 << 10;
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{120'000};
+  // Connections open at once; more wait in the listen backlog until one
+  // ends. Each holds a descriptor: chronoqd sets this below its open-file
+  // limit, so that a flood of connections never leaves it without
+  // descriptors for its store and webhooks. 0: no limit.
+  size_t max_connections = 0;
 };
 
 // Compares a presented bearer token with the expected one in time that does

@@ -343,10 +343,15 @@ int main(int argc, char** argv) {
   // Logs go to stderr; stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("chronoqd"));
   if (log_format == "json") chronoq::server::UseJsonLogs();
-  spdlog::info("open-file limit {}: about as many connections", RaiseOpenFileLimit());
 
   server::ServerOptions options;
   options.threads = threads;
+  // Descriptors kept for the store, webhooks and logs, beyond connections.
+  constexpr rlim_t kReservedFiles = 64;
+  const rlim_t files = RaiseOpenFileLimit();
+  options.max_connections = files > 2 * kReservedFiles ? files - kReservedFiles : files / 2;
+  spdlog::info("open-file limit {}: at most {} connections at once", files,
+               options.max_connections);
   options.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   if (Status s = ParseListen(listen, options); !s.ok()) return Fail(s);
