@@ -272,6 +272,40 @@ def test_light_and_dark_are_both_readable(browser: WebDriver, server: Chronoqd) 
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
 
+def test_a_hidden_tab_polls_nothing(browser: WebDriver, server: Chronoqd) -> None:
+    """While the tab is hidden the dashboard makes no request; shown again, it refreshes every
+    2 s. Time is the tab's virtual time (DevTools), advanced 10 s at a go and held while a
+    request is in flight, so each refresh completes before the next is due: nothing waits."""
+    seed(server.url)
+    browser.switch_to.new_window("tab")  # virtual time stays with this tab, closed after
+    try:
+        browser.get(server.url + "/ui/")
+        wait_until(lambda: len(cell_texts(browser)) == 3, "the overview")
+        js(browser, "window.calls = 0; const real = window.fetch;"
+                    " window.fetch = (...a) => { window.calls++; return real(...a); };")
+
+        def ten_seconds_later() -> int:
+            """Advances the tab's clock 10 s (its timers fire), returns the requests made."""
+            start = js(browser, "window.calls = 0; return Date.now()")
+            browser.execute_cdp_cmd("Emulation.setVirtualTimePolicy",
+                                    {"policy": "pauseIfNetworkFetchesPending", "budget": 10000})
+            wait_until(lambda: js(browser, "return Date.now()") - start >= 10000,
+                       "10 s of the tab's virtual time")
+            return int(js(browser, "return window.calls"))
+
+        js(browser, "Object.defineProperty(document, 'visibilityState',"
+                    " {value: 'hidden', configurable: true});"
+                    " document.dispatchEvent(new Event('visibilitychange'))")
+        assert ten_seconds_later() == 0, "requests while the tab was hidden"
+        js(browser, "Object.defineProperty(document, 'visibilityState',"
+                    " {value: 'visible', configurable: true});"
+                    " document.dispatchEvent(new Event('visibilitychange'))")
+        assert ten_seconds_later() >= 4, "the visible tab's refreshes (every 2 s)"
+    finally:
+        browser.close()
+        browser.switch_to.window(browser.window_handles[0])
+
+
 def test_the_token_is_asked_for_and_a_wrong_one_refused(browser: WebDriver,
                                                          tmp_path: Path) -> None:
     s = Chronoqd(str(tmp_path / "data"), token="s3cret")
