@@ -342,8 +342,8 @@ namespace {
 // the cost of keeping each task's worker is in the figures.
 std::string ClaimBody(int max, int wait_ms) {
   return "{\"max\":" + std::to_string(max) + ",\"lease_ms\":" + std::to_string(kLeaseMs) +
-         ",\"wait_ms\":" + std::to_string(wait_ms) + ",\"worker\":\"chronoq-bench:" +
-         std::to_string(getpid()) + "\"}";
+         ",\"wait_ms\":" + std::to_string(wait_ms) +
+         ",\"worker\":\"chronoq-bench:" + std::to_string(getpid()) + "\"}";
 }
 // What a drain measured.
 struct Drained {

@@ -376,8 +376,7 @@ class HttpServer::Impl {
   // Connections go to the I/O threads in turn. (Only the acceptor's thread
   // runs this.)
   void Accept() {
-    if (const size_t max = shared_.options.max_connections;
-        max > 0 && OpenConnections() >= max) {
+    if (const size_t max = shared_.options.max_connections; max > 0 && OpenConnections() >= max) {
       return AcceptLater("at the limit of " + std::to_string(max) +
                          " connections open at once; new ones wait in the backlog");
     }

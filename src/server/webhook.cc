@@ -296,14 +296,14 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
                          .lease = options_.lease,
                          .wait = kClaimWait,
                          .worker = std::string(kWorkerName)};
-    engine_.ClaimAsync(std::move(request), [self = shared_from_this(),
-                                            queue](Result<ClaimAnswer> answer) {
-      Result<std::vector<Lease>> leases =
-          answer.ok() ? Result<std::vector<Lease>>(std::move(answer->leases)) : answer.status();
-      asio::post(self->io_, [self, queue, leases = std::move(leases)]() mutable {
-        self->OnClaim(queue, std::move(leases));
-      });
-    });
+    engine_.ClaimAsync(
+        std::move(request), [self = shared_from_this(), queue](Result<ClaimAnswer> answer) {
+          Result<std::vector<Lease>> leases =
+              answer.ok() ? Result<std::vector<Lease>>(std::move(answer->leases)) : answer.status();
+          asio::post(self->io_, [self, queue, leases = std::move(leases)]() mutable {
+            self->OnClaim(queue, std::move(leases));
+          });
+        });
   }
 
   // Claims again unless stopping; ends the loop otherwise.

@@ -5,8 +5,6 @@
 // gets a 4xx or a closed connection, never reaches the engine, and chronoqd
 // goes on answering everyone else. Reads wait for chronoqd's answer or close
 // (its idle timeout is cut to 1 s so that a kept-alive connection ends).
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -20,15 +18,16 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 namespace chronoq {
 namespace {
 
+using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-using nlohmann::json;
 
 constexpr const char* kIdleTimeout = "1000";  // --idle-timeout-ms
 
@@ -127,22 +126,25 @@ TEST_F(HttpAbuseTest, ContentLengthWithTransferEncodingIsRefused) {
   const std::string smuggled =
       "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n"
       R"({"queue":"smuggled"})";
-  ExpectRefused(Exchange("POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
-                         "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
-                         smuggled));
-  ExpectRefused(Exchange("POST /v1/tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                         "Content-Length: 4\r\n\r\n0\r\n\r\n" +
-                         smuggled));
+  ExpectRefused(
+      Exchange("POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+               smuggled));
+  ExpectRefused(
+      Exchange("POST /v1/tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+               "Content-Length: 4\r\n\r\n0\r\n\r\n" +
+               smuggled));
 }
 
 TEST_F(HttpAbuseTest, AChunkLargerThanAnyBodyIsRefused) {
   Launch({"--idle-timeout-ms", kIdleTimeout});
-  ExpectRefused(Exchange(
-      "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-      "fffffffffffffffff\r\n{\"queue\":\"q\"}\r\n0\r\n\r\n"));
-  ExpectRefused(Exchange(
-      "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-      "200000\r\n" + std::string(1000, 'x')));
+  ExpectRefused(
+      Exchange("POST /v1/tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "fffffffffffffffff\r\n{\"queue\":\"q\"}\r\n0\r\n\r\n"));
+  ExpectRefused(
+      Exchange("POST /v1/tasks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "200000\r\n" +
+               std::string(1000, 'x')));
 }
 
 TEST_F(HttpAbuseTest, AHeaderFloodGets431) {
@@ -198,8 +200,9 @@ TEST_F(HttpAbuseTest, TenThousandIdleConnectionsLeaveOthersServed) {
   }
   // A new client is served, and one of the idle ones too.
   EXPECT_EQ(Send("POST", "/v1/tasks", R"({"queue":"q","id":"still"})").status, 201);
-  ASSERT_TRUE(idle[wanted / 2]->Write("GET /v1/tasks/still HTTP/1.1\r\nHost: x\r\n"
-                                      "Connection: close\r\n\r\n"));
+  ASSERT_TRUE(
+      idle[wanted / 2]->Write("GET /v1/tasks/still HTTP/1.1\r\nHost: x\r\n"
+                              "Connection: close\r\n\r\n"));
   EXPECT_THAT(idle[wanted / 2]->ReadToClose(), StartsWith("HTTP/1.1 200"));
   idle.clear();
   EXPECT_EQ(Send("GET", "/healthz").status, 200);

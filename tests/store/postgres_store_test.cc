@@ -109,8 +109,9 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   ASSERT_THAT(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, ""), IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());
   store_.reset();
-  db_.Exec("ALTER TABLE chronoq.tasks DROP COLUMN worker;"
-           " UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
+  db_.Exec(
+      "ALTER TABLE chronoq.tasks DROP COLUMN worker;"
+      " UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "2");

@@ -19,7 +19,8 @@ Status ChronoqdProcess::Start() {
   SpawnOptions o;
   o.argv = options_.wrapper;
   o.search_path = !options_.wrapper.empty();
-  o.argv.insert(o.argv.end(), {options_.binary, "--listen", "127.0.0.1:0", "--data", options_.data_dir});
+  o.argv.insert(o.argv.end(),
+                {options_.binary, "--listen", "127.0.0.1:0", "--data", options_.data_dir});
   o.argv.insert(o.argv.end(), options_.args.begin(), options_.args.end());
   o.env = options_.env;
   o.stdin_mode = Stdio::kNull;

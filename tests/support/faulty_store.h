@@ -104,8 +104,8 @@ class FaultyStore final : public Store {
     return inner_->FindByName(name);
   }
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
-                                               Timestamp lease_until, uint64_t token,
-                                               Timestamp now, const std::string& worker) override {
+                                               Timestamp lease_until, uint64_t token, Timestamp now,
+                                               const std::string& worker) override {
     if (fail_claims_.load() > 0) {
       --fail_claims_;
       return Status::Unavailable("injected claim failure");
