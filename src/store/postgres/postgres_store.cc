@@ -683,9 +683,10 @@ Status MigrateInTransaction(Connection& conn, const std::string& schema) {
   // Version 1 -> 2: the worker that claimed each task last. ADD COLUMN
   // without a default rewrites no row.
   if (v == 1) {
-    CHRONOQ_RETURN_IF_ERROR(conn.Run(
-        "ALTER TABLE tasks ADD COLUMN IF NOT EXISTS worker TEXT; UPDATE meta SET v=2 WHERE k='schema'",
-        "migrate schema " + schema + " to version 2"));
+    CHRONOQ_RETURN_IF_ERROR(
+        conn.Run("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS worker TEXT; UPDATE meta SET v=2 "
+                 "WHERE k='schema'",
+                 "migrate schema " + schema + " to version 2"));
   }
   return {};  // a newer version is left alone: LoadMeta refuses it
 }
@@ -923,8 +924,8 @@ class PostgresStore final : public Store {
   }
 
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
-                                               Timestamp lease_until, uint64_t token,
-                                               Timestamp now, const std::string& worker) override {
+                                               Timestamp lease_until, uint64_t token, Timestamp now,
+                                               const std::string& worker) override {
     std::vector<TaskRow> out;
     if (seqs.empty()) return out;
     Params p;

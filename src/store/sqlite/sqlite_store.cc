@@ -705,8 +705,8 @@ class SqliteStore final : public Store {
   }
 
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
-                                               Timestamp lease_until, uint64_t token,
-                                               Timestamp now, const std::string& worker) override {
+                                               Timestamp lease_until, uint64_t token, Timestamp now,
+                                               const std::string& worker) override {
     std::vector<TaskRow> out;
     out.reserve(seqs.size());
     for (size_t i = 0; i < seqs.size(); i += kRowBatch) {
