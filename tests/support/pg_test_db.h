@@ -90,15 +90,7 @@ class PgTestDatabase {
   }
 
   // Runs `sql` on the test database, on a connection of its own.
-  void Exec(const std::string& sql) const {
-    Connection c(conninfo_);
-    if (c.conn == nullptr) return;
-    PGresult* r = PQexec(c.conn, sql.c_str());
-    const ExecStatusType st = PQresultStatus(r);
-    EXPECT_TRUE(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
-        << sql << ": " << PQresultErrorMessage(r);
-    PQclear(r);
-  }
+  void Exec(const std::string& sql) const { Open().Exec(sql); }
   // The first column of the first row `sql` returns; empty when there is no
   // row or it is NULL.
   std::string QueryText(const std::string& sql) const {
@@ -162,6 +154,27 @@ class PgTestDatabase {
     PGconn* conn;
   };
 
+ public:
+  // A connection to the test database kept open, e.g. to hold a
+  // transaction (and its locks) while chronoqd runs.
+  class Session {
+   public:
+    explicit Session(const std::string& conninfo) : c_(conninfo) {}
+    void Exec(const std::string& sql) const {
+      if (c_.conn == nullptr) return;
+      PGresult* r = PQexec(c_.conn, sql.c_str());
+      const ExecStatusType st = PQresultStatus(r);
+      EXPECT_TRUE(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+          << sql << ": " << PQresultErrorMessage(r);
+      PQclear(r);
+    }
+
+   private:
+    Connection c_;
+  };
+  Session Open() const { return Session(conninfo_); }
+
+ private:
   bool AdminExec(const std::string& sql) const {
     Connection c(admin_);
     if (c.conn == nullptr) return false;
