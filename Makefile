@@ -76,14 +76,18 @@ stress: asan tsan-build
 # so CHRONOQ_DCHECKs stay on. Only the harnesses are built. Each one's corpus
 # grows in build/fuzz/corpus/<harness> from the checked-in seeds; a crash
 # fails the target, naming the harness and the input (build/fuzz/artifacts/).
-# `make test` runs each harness 10 s (ctest -L fuzz).
+# `make test` runs each harness 10 s (ctest -L fuzz). FUZZ_RUNS=N stops each
+# harness after N inputs (FUZZ_SECONDS=0: no time limit); FUZZ_HARNESSES
+# picks harness binaries.
 FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= -1
 fuzz: deps
 	cmake -S . -B build/fuzz $(CMAKE_COMMON) $(ASAN_COMPILERS) -DCMAKE_BUILD_TYPE=Debug \
 	  -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DCHRONOQ_SANITIZE="address;undefined;fuzzer-no-link" \
 	  -DCHRONOQ_BUILD_BENCH=OFF
 	cmake --build build/fuzz -j $(JOBS) --target chronoq_fuzzers
-	tests/fuzz/run-fuzzers.sh --seconds $(FUZZ_SECONDS) --work build/fuzz build/fuzz/tests/fuzz/fuzz_*
+	tests/fuzz/run-fuzzers.sh --seconds $(FUZZ_SECONDS) --runs $(FUZZ_RUNS) --work build/fuzz \
+	  $(or $(FUZZ_HARNESSES),build/fuzz/tests/fuzz/fuzz_*)
 
 # Runs the load generator on the embedded engine, then against chronoqd over
 # HTTP; see docs/BENCHMARKS.md.

@@ -3,7 +3,10 @@
 # `make fuzz` (a long run, its corpus kept between runs) and for ctest's
 # smoke run (--fresh: a new corpus every time, a fixed seed).
 #
-#   run-fuzzers.sh [--seconds N] [--work DIR] [--fresh] [--seed N] HARNESS...
+#   run-fuzzers.sh [--seconds N] [--runs N] [--work DIR] [--fresh] [--seed N] HARNESS...
+#
+# --seconds 0 runs without a time limit; --runs N stops each harness after N
+# inputs (whichever limit comes first).
 #
 # HARNESS is a harness binary. Per harness, under DIR (default: the current
 # directory): corpus/<name>/ receives the inputs that found new coverage (the
@@ -15,6 +18,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 seconds=60
+max_runs=-1  # -1: no limit
 work="$PWD"
 fresh=0
 seed=0  # 0: libFuzzer picks one
@@ -22,6 +26,7 @@ harnesses=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
+    --runs) max_runs="$2"; shift 2 ;;
     --work) work="$2"; shift 2 ;;
     --fresh) fresh=1; shift ;;
     --seed) seed="$2"; shift 2 ;;
@@ -55,7 +60,7 @@ for harness in "${harnesses[@]}"; do
   # up on an answer after 10 s itself). The first corpus directory is where
   # new inputs go.
   status=0
-  "$harness" -max_total_time="$seconds" -seed="$seed" -timeout=25 -print_final_stats=1 \
+  "$harness" -max_total_time="$seconds" -runs="$max_runs" -seed="$seed" -timeout=25 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" -dict="$(dictionary_of "$name")" \
     "$corpus" "$here/corpus/$name" >"$log" 2>&1 || status=$?
   runs="$(stat_of "$log" number_of_executed_units)"
