@@ -96,12 +96,15 @@ Status ReadToken(const std::string& file, std::string_view field, const char* en
   return {};
 }
 
+// "1 token", "3 tokens".
+std::string TokensWord(size_t n) { return std::to_string(n) + (n == 1 ? " token" : " tokens"); }
+
 // The API's tokens: the --token-file's (read again on SIGHUP), else
 // CHRONOQ_TOKEN's single admin token; null when neither is given.
 Status LoadTokens(const std::string& file, std::unique_ptr<server::TokenRegistry>& tokens) {
   if (!file.empty()) {
     CHRONOQ_ASSIGN_OR_RETURN(tokens, server::TokenRegistry::FromFile(file));
-    spdlog::info("{} tokens from {}: {}", tokens->Current()->tokens().size(), file,
+    spdlog::info("{} from {}: {}", TokensWord(tokens->Current()->tokens().size()), file,
                  tokens->Current()->Describe());
   } else if (const char* value = std::getenv("CHRONOQ_TOKEN"); value != nullptr && *value != '\0') {
     tokens = std::make_unique<server::TokenRegistry>(server::TokenSet::Single(value));
@@ -117,13 +120,13 @@ void ReloadTokens(server::TokenRegistry* tokens) {
   }
   Result<std::shared_ptr<const server::TokenSet>> loaded = tokens->Reload();
   if (loaded.ok()) {
-    spdlog::info("SIGHUP: reloaded {} tokens from {}: {}", (*loaded)->tokens().size(),
+    spdlog::info("SIGHUP: reloaded {} from {}: {}", TokensWord((*loaded)->tokens().size()),
                  tokens->path(), (*loaded)->Describe());
   } else if (loaded.status().code() == StatusCode::kFailedPrecondition) {
     spdlog::info("SIGHUP: {}", loaded.status().message());
   } else {
     spdlog::error("SIGHUP: tokens not reloaded, the {} in force stay: {}",
-                  tokens->Current()->tokens().size(), loaded.status().message());
+                  TokensWord(tokens->Current()->tokens().size()), loaded.status().message());
   }
 }
 

@@ -68,14 +68,14 @@ bool DigestsEqual(const TokenDigest& a, const TokenDigest& b) {
 
 Result<TokenSet> TokenSet::Parse(std::string_view text, std::string_view source,
                                  std::string_view field) {
-  while (!text.empty() && IsBlank(text.back())) text.remove_suffix(1);
-  if (text.empty()) return Status::InvalidArgument(field, std::string(source) + " is empty");
-  // Today's form: the whole file is one secret (trailing blanks aside).
+  std::string_view trimmed = text;
+  while (!trimmed.empty() && IsBlank(trimmed.back())) trimmed.remove_suffix(1);
+  while (!trimmed.empty() && IsBlank(trimmed.front())) trimmed.remove_prefix(1);
+  if (trimmed.empty()) return Status::InvalidArgument(field, std::string(source) + " is empty");
+  // The first form: the whole file is one secret (blanks around it aside).
   // Recognised by having no blank inside, so that even a secret starting
   // with '#' still reads as before.
-  bool bare = true;
-  for (char c : text) bare = bare && !IsBlank(c);
-  if (bare) return Single(text);
+  if (std::none_of(trimmed.begin(), trimmed.end(), IsBlank)) return Single(trimmed);
 
   TokenSet set;
   std::unordered_map<std::string, int> names;  // name -> line

@@ -49,16 +49,16 @@ TEST(TokenSetTest, ReadsNamedTokensWithTheirScopes) {
 
 // The file of one bare secret (the only form before names and scopes):
 // one admin token named "default", whatever the secret's length or first
-// character, with the trailing newline the editor left.
+// character, with blanks (an editor's newline) around it.
 TEST(TokenSetTest, ABareSecretIsTheAdminTokenDefault) {
-  for (std::string_view text : {"s3cret\n", "s3cret", "s3cret \r\n\n", "#s3cret\n"}) {
+  for (std::string_view text : {"s3cret\n", "s3cret", "s3cret \r\n\n", "\n s3cret\n", "#s3cret\n"}) {
     Result<TokenSet> set = TokenSet::Parse(text, "/etc/token");
     ASSERT_THAT(set, IsOk()) << text;
     ASSERT_EQ(set->tokens().size(), 1u);
     EXPECT_EQ(set->tokens()[0].name, "default");
     EXPECT_EQ(set->tokens()[0].scope, Scope::kAdmin);
     EXPECT_TRUE(set->single_secret());
-    const std::string secret(text.substr(0, text.find_first_of(" \r\n")));
+    const std::string secret(text[0] == '#' ? "#s3cret" : "s3cret");
     EXPECT_NE(set->Match(secret), nullptr) << text;
     EXPECT_EQ(set->Match(secret + "\n"), nullptr) << text;
   }
