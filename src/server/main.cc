@@ -428,9 +428,10 @@ int main(int argc, char** argv) {
       // By default the nodes send each other the API's token: only when
       // there is one secret, not named tokens.
       if (!tokens->Current()->single_secret()) {
-        return Fail(Status::InvalidArgument(
-            "cluster-token-file", "needed when --token-file holds named tokens: the nodes send "
-                                  "each other one secret of their own"));
+        return Fail(
+            Status::InvalidArgument("cluster-token-file",
+                                    "needed when --token-file holds named tokens: the nodes send "
+                                    "each other one secret of their own"));
       }
       s = ReadToken(token_file, "token-file", "CHRONOQ_TOKEN", options.cluster_token);
       if (!s.ok()) return Fail(s);

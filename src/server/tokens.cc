@@ -133,8 +133,8 @@ Result<TokenSet> TokenSet::Parse(std::string_view text, std::string_view source,
     digests.emplace(key, &set.tokens_.back());  // reserved above: no reallocation
   }
   if (set.tokens_.empty()) {
-    return Status::InvalidArgument(field, std::string(source) + ": no token in it (" +
-                                              std::string(kLineForm) + ")");
+    return Status::InvalidArgument(
+        field, std::string(source) + ": no token in it (" + std::string(kLineForm) + ")");
   }
   return set;
 }

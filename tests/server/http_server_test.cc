@@ -1,5 +1,5 @@
 // The HTTP layer's request checks that need no socket: the cross-site write
-// check. (Tokens: tokens_test.cc and api_scopes_test.cc.)
+// check. (Tokens: tokens_test.cc; scopes: openapi_test.cc.)
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>

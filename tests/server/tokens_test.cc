@@ -25,11 +25,12 @@ const std::string kAdmin = "a0000000000000000000000000000000";
 
 // Three tokens, with a comment, a blank line, tabs and a CRLF among them.
 std::string Named() {
-  return "# who   scope  secret\n"
-         "dashboard read  " + kRead + "\n"
-         "\n"
-         "  billing\twrite " + kWrite + "\r\n"
-         "ops admin " + kAdmin + "\n";
+  std::string text = "# who   scope  secret\n";
+  text += "dashboard read  " + kRead + "\n";
+  text += "\n";
+  text += "  billing\twrite " + kWrite + "\r\n";
+  text += "ops admin " + kAdmin + "\n";
+  return text;
 }
 
 TEST(TokenSetTest, ReadsNamedTokensWithTheirScopes) {
@@ -51,7 +52,8 @@ TEST(TokenSetTest, ReadsNamedTokensWithTheirScopes) {
 // one admin token named "default", whatever the secret's length or first
 // character, with blanks (an editor's newline) around it.
 TEST(TokenSetTest, ABareSecretIsTheAdminTokenDefault) {
-  for (std::string_view text : {"s3cret\n", "s3cret", "s3cret \r\n\n", "\n s3cret\n", "#s3cret\n"}) {
+  for (std::string_view text :
+       {"s3cret\n", "s3cret", "s3cret \r\n\n", "\n s3cret\n", "#s3cret\n"}) {
     Result<TokenSet> set = TokenSet::Parse(text, "/etc/token");
     ASSERT_THAT(set, IsOk()) << text;
     ASSERT_EQ(set->tokens().size(), 1u);
@@ -78,7 +80,8 @@ TEST(TokenSetTest, EachErrorNamesTheFileTheLineAndTheReason) {
       {"ci write " + s + " extra\n", "/t:1: more than three fields"},
       {"ci wrte " + s + "\n", "/t:1: unknown scope 'wrte' of 'ci' (read, write or admin)"},
       {"ci Read " + s + "\n", "/t:1: unknown scope 'Read'"},
-      {"a read " + s + "\n\n# b\na write " + kWrite + "\n", "/t:4: duplicate name 'a' (also on line 1)"},
+      {"a read " + s + "\n\n# b\na write " + kWrite + "\n",
+       "/t:4: duplicate name 'a' (also on line 1)"},
       {"a read " + s + "\nb admin " + s + "\n",
        "/t:2: the secret of 'b' is also that of 'a' (line 1): each token needs its own"},
       {"ci write short-secret\n",
@@ -118,8 +121,9 @@ TEST(TokenSetTest, MatchFindsEachTokenAndNoOther) {
   EXPECT_EQ(set->Match(kWrite)->name, "billing");
   ASSERT_NE(set->Match(kAdmin), nullptr);
   EXPECT_EQ(set->Match(kAdmin)->name, "ops");
-  for (std::string wrong : {kAdmin.substr(0, 31), kAdmin + "0", std::string(), std::string("a"),
-                            std::string(kAdmin.size(), '0'), std::string("dashboard"), std::string("read")}) {
+  for (std::string wrong :
+       {kAdmin.substr(0, 31), kAdmin + "0", std::string(), std::string("a"),
+        std::string(kAdmin.size(), '0'), std::string("dashboard"), std::string("read")}) {
     EXPECT_EQ(set->Match(wrong), nullptr) << wrong;
   }
 }
