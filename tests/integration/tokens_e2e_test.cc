@@ -177,18 +177,30 @@ TEST_F(TokensE2eTest, ABadTokenFileStopsTheStart) {
   EXPECT_EQ(refused->out, "");
 }
 
-// The nodes of a cluster send each other one secret: named tokens give none
-// to default to, so a cluster token must be given (before anything starts).
+// The nodes of a cluster send each other one secret: by default the API's,
+// which named tokens do not give, so then a cluster token must be given
+// (refused before anything starts); one bare secret still is the default
+// (the node gets as far as PostgreSQL, which is not there).
 TEST_F(TokensE2eTest, NamedTokensInAClusterNeedAClusterToken) {
+  const auto start_node = [&] {
+    SpawnOptions o;
+    o.argv = {CHRONOQD_PATH, "--cluster",   "--store",      "postgresql://nobody@127.0.0.1:1/none",
+              "--listen",    "127.0.0.1:0", "--token-file", file_};
+    return Subprocess::Run(o, Deadline(60s));
+  };
   WriteTokens("ci write " + kOld + "\n");
-  SpawnOptions o;
-  o.argv = {CHRONOQD_PATH, "--cluster",   "--store",      "postgresql://nobody@127.0.0.1:1/none",
-            "--listen",    "127.0.0.1:0", "--token-file", file_};
-  Result<Subprocess::Completed> refused = Subprocess::Run(o, Deadline(60s));
+  Result<Subprocess::Completed> refused = start_node();
   ASSERT_THAT(refused, IsOk());
   EXPECT_EQ(refused->code, 2);
   EXPECT_THAT(refused->err, HasSubstr("invalid_argument: cluster-token-file: needed when "
                                       "--token-file holds named tokens"));
+
+  WriteTokens(kOld + "\n");
+  Result<Subprocess::Completed> single = start_node();
+  ASSERT_THAT(single, IsOk());
+  EXPECT_EQ(single->code, 2);
+  EXPECT_THAT(single->err, HasSubstr("cannot connect to PostgreSQL"));
+  EXPECT_THAT(single->err, Not(HasSubstr("cluster-token-file")));
 }
 
 }  // namespace
