@@ -377,6 +377,14 @@ void Node::ReleaseWaitingClaims() {
   if (runtime) runtime->engine->ReleaseWaitingClaims();
 }
 
+server::Scope Node::ScopeOf(std::string_view method, std::string_view target) {
+  const std::string_view path = PathOf(target);
+  for (const server::Route& r : Routes()) {
+    if (r.method == method && r.pattern == path) return r.scope;
+  }
+  return server::Api::ScopeOf(method, target);
+}
+
 void Node::Handle(ApiRequest request, Respond respond) {
   const std::string_view path = PathOf(request.target);
   if (path == "/healthz") return Health(respond);

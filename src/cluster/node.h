@@ -93,7 +93,14 @@ class Node final : public server::RequestHandler {
 
   void Handle(server::ApiRequest request, server::Respond respond) override;
   // The endpoints a node answers itself, beside its Api's (server::Api::Routes()).
-  static std::vector<server::Route> Routes() { return {{"GET", kClusterPath}}; }
+  static std::vector<server::Route> Routes() {
+    return {{"GET", kClusterPath, server::Scope::kRead}};
+  }
+  // The scope a request needs on a node: its own routes', else its Api's.
+  static server::Scope ScopeOf(std::string_view method, std::string_view target);
+  server::Scope RequiredScope(std::string_view method, std::string_view target) const override {
+    return ScopeOf(method, target);
+  }
   static constexpr std::string_view kClusterPath = "/v1/cluster";
 
   // Answers the leader's waiting claims with no tasks (a graceful stop).

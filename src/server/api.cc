@@ -280,31 +280,40 @@ struct Api::Call {
 struct Api::Endpoint {
   std::string_view method;
   std::string_view pattern;
+  Scope scope;  // what a token needs to call it (the only place that says)
   void (*run)(Api&, const Call&);
   std::vector<std::string_view> segments;  // of the pattern, filled in once
 };
 
 // The route table: matched in this order, the first whose pattern and
-// method fit wins.
+// method fit wins. Each endpoint names the scope a token needs for it:
+// read for every GET; write for what applications do (enqueue, claim, ack,
+// fail, extend, cancel, reschedule, retry one task, locks, their
+// schedules); admin for an operator's actions on a whole queue or on
+// history (queue settings, pausing a queue, purging a task). docs/API.md,
+// "Scopes", has the same table.
 const std::vector<Api::Endpoint>& Api::Endpoints() {
   using C = const Call&;
   static const std::vector<Endpoint> endpoints = [] {
     std::vector<Endpoint> e = {
-        {"GET", "/healthz", [](Api& api, C c) { api.Health(c.respond); }, {}},
+        {"GET", "/healthz", Scope::kRead, [](Api& api, C c) { api.Health(c.respond); }, {}},
         // the dashboard (server/ui.h)
-        {"GET", "/", [](Api&, C c) { c.respond(UiResponse("GET", "/")); }, {}},
-        {"GET", "/ui/", [](Api&, C c) { c.respond(UiResponse("GET", "/ui/")); }, {}},
+        {"GET", "/", Scope::kRead, [](Api&, C c) { c.respond(UiResponse("GET", "/")); }, {}},
+        {"GET", "/ui/", Scope::kRead, [](Api&, C c) { c.respond(UiResponse("GET", "/ui/")); }, {}},
         {"GET",
          "/ui/{file}",
+         Scope::kRead,
          [](Api&, C c) { c.respond(UiResponse("GET", "/ui/" + c.params[0])); },
          {}},
-        {"GET", "/metrics", [](Api& api, C c) { api.Metrics(c.respond); }, {}},
+        {"GET", "/metrics", Scope::kRead, [](Api& api, C c) { api.Metrics(c.respond); }, {}},
         {"GET",
          "/v1/version",
+         Scope::kRead,
          [](Api&, C c) { c.respond(JsonResponse(200, R"({"version":")" CHRONOQ_VERSION R"("})")); },
          {}},
         {"GET",
          "/v1/openapi.yaml",
+         Scope::kRead,
          [](Api&, C c) {
            ApiResponse r = JsonResponse(200, std::string(OpenApiYaml()));
            r.content_type = "application/yaml";
@@ -312,107 +321,173 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
          },
          {}},
         // tasks
-        {"GET", "/v1/tasks", [](Api& api, C c) { api.ListTasks(c.query, c.respond); }, {}},
-        {"POST", "/v1/tasks", [](Api& api, C c) { api.CreateTask(c.body, c.respond); }, {}},
-        {"POST", "/v1/tasks/batch", [](Api& api, C c) { api.CreateBatch(c.body, c.respond); }, {}},
-        {"GET", "/v1/tasks/{id}", [](Api& api, C c) { api.GetTask(c.params[0], c.respond); }, {}},
+        {"GET",
+         "/v1/tasks",
+         Scope::kRead,
+         [](Api& api, C c) { api.ListTasks(c.query, c.respond); },
+         {}},
+        {"POST",
+         "/v1/tasks",
+         Scope::kWrite,
+         [](Api& api, C c) { api.CreateTask(c.body, c.respond); },
+         {}},
+        {"POST",
+         "/v1/tasks/batch",
+         Scope::kWrite,
+         [](Api& api, C c) { api.CreateBatch(c.body, c.respond); },
+         {}},
+        {"GET",
+         "/v1/tasks/{id}",
+         Scope::kRead,
+         [](Api& api, C c) { api.GetTask(c.params[0], c.respond); },
+         {}},
         {"DELETE",
          "/v1/tasks/{id}",
+         Scope::kWrite,
          [](Api& api, C c) { api.CancelTask(c.params[0], c.body, c.respond); },
          {}},
         {"PATCH",
          "/v1/tasks/{id}",
+         Scope::kWrite,
          [](Api& api, C c) { api.RescheduleTask(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/tasks/{id}/retry",
+         Scope::kWrite,
          [](Api& api, C c) { api.RetryTask(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/tasks/{id}/ack",
+         Scope::kWrite,
          [](Api& api, C c) { api.AckTask(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/tasks/{id}/fail",
+         Scope::kWrite,
          [](Api& api, C c) { api.FailTask(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/tasks/{id}/extend",
+         Scope::kWrite,
          [](Api& api, C c) { api.ExtendTask(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/tasks/{id}/purge",
+         Scope::kAdmin,
          [](Api& api, C c) { api.PurgeTask(c.params[0], c.body, c.respond); },
          {}},
-        {"POST", "/v1/acks", [](Api& api, C c) { api.AckMany(c.body, c.respond); }, {}},
-        {"GET", "/v1/stats/history", [](Api& api, C c) { api.StatsHistoryOf(c.respond); }, {}},
+        {"POST",
+         "/v1/acks",
+         Scope::kWrite,
+         [](Api& api, C c) { api.AckMany(c.body, c.respond); },
+         {}},
+        {"GET",
+         "/v1/stats/history",
+         Scope::kRead,
+         [](Api& api, C c) { api.StatsHistoryOf(c.respond); },
+         {}},
         // schedules
-        {"GET", "/v1/schedules", [](Api& api, C c) { api.ListSchedules(c.query, c.respond); }, {}},
-        {"POST", "/v1/schedules", [](Api& api, C c) { api.CreateSchedule(c.body, c.respond); }, {}},
+        {"GET",
+         "/v1/schedules",
+         Scope::kRead,
+         [](Api& api, C c) { api.ListSchedules(c.query, c.respond); },
+         {}},
+        {"POST",
+         "/v1/schedules",
+         Scope::kWrite,
+         [](Api& api, C c) { api.CreateSchedule(c.body, c.respond); },
+         {}},
         {"GET",
          "/v1/schedules/{name}",
+         Scope::kRead,
          [](Api& api, C c) { api.GetSchedule(c.params[0], c.respond); },
          {}},
         {"PUT",
          "/v1/schedules/{name}",
+         Scope::kWrite,
          [](Api& api, C c) { api.PutSchedule(c.params[0], c.body, c.respond); },
          {}},
         {"DELETE",
          "/v1/schedules/{name}",
+         Scope::kWrite,
          [](Api& api, C c) { api.DeleteSchedule(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/schedules/{name}/pause",
+         Scope::kWrite,
          [](Api& api, C c) { api.PauseSchedule(c.params[0], true, c.body, c.respond); },
          {}},
         {"POST",
          "/v1/schedules/{name}/resume",
+         Scope::kWrite,
          [](Api& api, C c) { api.PauseSchedule(c.params[0], false, c.body, c.respond); },
          {}},
         {"GET",
          "/v1/schedules/{name}/next",
+         Scope::kRead,
          [](Api& api, C c) { api.NextOccurrences(c.params[0], c.query, c.respond); },
          {}},
-        {"GET", "/v1/cron/next", [](Api& api, C c) { api.CronNext(c.query, c.respond); }, {}},
+        {"GET",
+         "/v1/cron/next",
+         Scope::kRead,
+         [](Api& api, C c) { api.CronNext(c.query, c.respond); },
+         {}},
         // locks
-        {"GET", "/v1/locks", [](Api& api, C c) { api.ListLocks(c.query, c.respond); }, {}},
-        {"GET", "/v1/locks/{key}", [](Api& api, C c) { api.GetLock(c.params[0], c.respond); }, {}},
+        {"GET",
+         "/v1/locks",
+         Scope::kRead,
+         [](Api& api, C c) { api.ListLocks(c.query, c.respond); },
+         {}},
+        {"GET",
+         "/v1/locks/{key}",
+         Scope::kRead,
+         [](Api& api, C c) { api.GetLock(c.params[0], c.respond); },
+         {}},
         {"POST",
          "/v1/locks/{key}/acquire",
+         Scope::kWrite,
          [](Api& api, C c) { api.AcquireLock(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/locks/{key}/release",
+         Scope::kWrite,
          [](Api& api, C c) { api.ReleaseLock(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/locks/{key}/extend",
+         Scope::kWrite,
          [](Api& api, C c) { api.ExtendLock(c.params[0], c.body, c.respond); },
          {}},
         // queues
-        {"GET", "/v1/queues", [](Api& api, C c) { api.ListQueues(c.respond); }, {}},
+        {"GET", "/v1/queues", Scope::kRead, [](Api& api, C c) { api.ListQueues(c.respond); }, {}},
         {"GET",
          "/v1/queues/{queue}",
+         Scope::kRead,
          [](Api& api, C c) { api.GetQueue(c.params[0], c.respond); },
          {}},
         {"GET",
          "/v1/queues/{queue}/keys",
+         Scope::kRead,
          [](Api& api, C c) { api.QueueKeys(c.params[0], c.query, c.respond); },
          {}},
         {"PUT",
          "/v1/queues/{queue}",
+         Scope::kAdmin,
          [](Api& api, C c) { api.ConfigureQueue(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/queues/{queue}/claim",
+         Scope::kWrite,
          [](Api& api, C c) { api.Claim(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/queues/{queue}/pause",
+         Scope::kAdmin,
          [](Api& api, C c) { api.PauseQueue(c.params[0], true, c.body, c.respond); },
          {}},
         {"POST",
          "/v1/queues/{queue}/resume",
+         Scope::kAdmin,
          [](Api& api, C c) { api.PauseQueue(c.params[0], false, c.body, c.respond); },
          {}},
     };
@@ -424,8 +499,33 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
 
 std::vector<Route> Api::Routes() {
   std::vector<Route> out;
-  for (const Endpoint& e : Endpoints()) out.push_back({e.method, e.pattern});
+  for (const Endpoint& e : Endpoints()) out.push_back({e.method, e.pattern, e.scope});
   return out;
+}
+
+const Api::Endpoint* Api::Find(std::string_view method, const std::vector<std::string_view>& seg,
+                               std::string* allow) {
+  auto fits = [&](const Endpoint& e) {
+    if (e.segments.size() != seg.size()) return false;
+    for (size_t i = 0; i < seg.size(); ++i) {
+      if (!IsParam(e.segments[i]) && e.segments[i] != seg[i]) return false;
+    }
+    return true;
+  };
+  for (const Endpoint& e : Endpoints()) {
+    if (!fits(e)) continue;
+    if (e.method == method) return &e;
+    if (allow != nullptr && allow->find(e.method) == std::string::npos) {
+      if (!allow->empty()) *allow += ", ";
+      *allow += e.method;
+    }
+  }
+  return nullptr;
+}
+
+Scope Api::ScopeOf(std::string_view method, std::string_view target) {
+  const Endpoint* e = Find(method, SplitPath(target.substr(0, target.find('?'))), nullptr);
+  return e == nullptr ? Scope::kRead : e->scope;
 }
 
 void Api::Dispatch(const ApiRequest& request, const Respond& respond) {
@@ -434,32 +534,17 @@ void Api::Dispatch(const ApiRequest& request, const Respond& respond) {
   const std::string_view path = target.substr(0, q);
   const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
   const std::vector<std::string_view> seg = SplitPath(path);
-  auto fits = [&](const Endpoint& e) {
-    if (e.segments.size() != seg.size()) return false;
-    for (size_t i = 0; i < seg.size(); ++i) {
-      if (!IsParam(e.segments[i]) && e.segments[i] != seg[i]) return false;
-    }
-    return true;
-  };
   std::string allow;  // the methods of the endpoints at this path, for a 405
-  for (const Endpoint& e : Endpoints()) {
-    if (!fits(e)) continue;
-    if (e.method != request.method) {
-      if (allow.find(e.method) == std::string::npos) {
-        if (!allow.empty()) allow += ", ";
-        allow += e.method;
-      }
-      continue;
-    }
+  if (const Endpoint* e = Find(request.method, seg, &allow); e != nullptr) {
     std::vector<std::string> params;
     for (size_t i = 0; i < seg.size(); ++i) {
-      if (!IsParam(e.segments[i])) continue;
-      const std::string_view name = e.segments[i].substr(1, e.segments[i].size() - 2);
+      if (!IsParam(e->segments[i])) continue;
+      const std::string_view name = e->segments[i].substr(1, e->segments[i].size() - 2);
       Result<std::string> value = PercentDecode(seg[i], name, false);
       if (!value.ok()) return respond(ErrorResponse(value.status()));
       params.push_back(std::move(*value));
     }
-    return e.run(*this, Call{params, query, request.body, respond});
+    return e->run(*this, Call{params, query, request.body, respond});
   }
   if (allow.empty()) {
     return respond(ErrorResponse(Status::NotFound("no endpoint at " + std::string(path))));

@@ -14,6 +14,7 @@
 #include "chronoq/engine.h"
 
 #include "server/stats_history.h"
+#include "server/tokens.h"
 
 namespace chronoq::server {
 
@@ -71,14 +72,20 @@ class RequestHandler {
   virtual ~RequestHandler() = default;
   // Answers `request` through `respond`, exactly once.
   virtual void Handle(ApiRequest request, Respond respond) = 0;
+  // The scope a token needs for `method` on `target` (path and query): the
+  // scope of the route Handle would take it to (Route::scope). The transport
+  // checks it before it reads the body.
+  virtual Scope RequiredScope(std::string_view method, std::string_view target) const = 0;
 };
 
 // One endpoint of the Api: a method and a path pattern, whose `{name}`
 // segments each match one percent-encoded path segment (handed to the
 // endpoint decoded; a bad encoding is a 400 naming `name`).
+// Each names the scope a token needs to call it (docs/API.md, "Scopes").
 struct Route {
   std::string_view method;   // "GET", "POST", ...
   std::string_view pattern;  // "/v1/tasks/{id}/ack"
+  Scope scope;
 };
 
 // docs/openapi.yaml, as built into the binary (GET /v1/openapi.yaml).
@@ -90,6 +97,9 @@ class Api final : public RequestHandler {
   // segment before a `{name}` at the same place). docs/openapi.yaml
   // describes each of them and no other (tests/server/openapi_routes_test.cc).
   static std::vector<Route> Routes();
+  // The scope of the endpoint `method` on `target` reaches; read when it
+  // reaches none (the answer is a 404 or 405, which changes nothing).
+  static Scope ScopeOf(std::string_view method, std::string_view target);
 
   // `run_blocking` runs rare calls that block on a commit (queue settings,
   // schedules) off the I/O threads.
@@ -101,6 +111,9 @@ class Api final : public RequestHandler {
       Duration stats_interval = kDefaultStatsInterval);
 
   void Handle(ApiRequest request, Respond respond) override;
+  Scope RequiredScope(std::string_view method, std::string_view target) const override {
+    return ScopeOf(method, target);
+  }
 
   const ApiCounters& counters() const { return counters_; }
 
@@ -108,6 +121,11 @@ class Api final : public RequestHandler {
   struct Call;
   struct Endpoint;
   static const std::vector<Endpoint>& Endpoints();
+  // The first endpoint (in Endpoints()'s order) whose pattern fits the path
+  // `segments` and whose method is `method`, or nullptr; `allow`, when
+  // given, collects the methods of the endpoints whose pattern fits.
+  static const Endpoint* Find(std::string_view method,
+                              const std::vector<std::string_view>& segments, std::string* allow);
   void Dispatch(const ApiRequest& request, const Respond& respond);
   // One per endpoint; each answers through `respond` exactly once.
   void CreateTask(const std::string& body, const Respond& respond);

@@ -15,8 +15,6 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <openssl/crypto.h>
-#include <openssl/sha.h>
 
 namespace chronoq::server {
 
@@ -31,15 +29,6 @@ using tcp = asio::ip::tcp;
 using Executor = asio::io_context::executor_type;
 using Stream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
 using Socket = tcp::socket::rebind_executor<Executor>::other;
-
-bool TokenMatches(std::string_view presented, std::string_view expected) {
-  // Hashing first makes the comparison length-independent.
-  unsigned char a[SHA256_DIGEST_LENGTH];
-  unsigned char b[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(presented.data()), presented.size(), a);
-  SHA256(reinterpret_cast<const unsigned char*>(expected.data()), expected.size(), b);
-  return CRYPTO_memcmp(a, b, sizeof a) == 0;
-}
 
 bool CrossSiteWrite(std::string_view method, std::string_view origin, std::string_view host,
                     std::string_view fetch_site) {
@@ -72,6 +61,7 @@ class Session;
 struct Shared {
   ServerOptions options;
   RequestHandler& handler;
+  std::optional<TokenDigest> cluster_token;  // options.cluster_token's
   Mutex mu;
   std::condition_variable drained;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions CHRONOQ_GUARDED_BY(mu);
@@ -140,9 +130,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) return Close();  // includes the header timeout: the client is dropped
     const auto& req = parser_->get();
-    if (!shared_.options.token.empty() && !Public(req) && !Authorized(req)) {
-      return Reject(401, "unauthorized", "missing or wrong bearer token");
-    }
+    if (shared_.options.tokens != nullptr && !Public(req) && !Admitted(req)) return;
     if (CrossSiteWrite(std::string_view(req.method_string().data(), req.method_string().size()),
                        HeaderValue(req, http::field::origin), HeaderValue(req, http::field::host),
                        HeaderValue(req, beast::string_view("Sec-Fetch-Site")))) {
@@ -162,18 +150,26 @@ class Session : public std::enable_shared_from_this<Session> {
     return path == "/healthz" || (req.method() == http::verb::get && IsUiPath(path));
   }
 
-  bool Authorized(const http::request<http::string_body>& req) const {
-    auto it = req.find(http::field::authorization);
-    if (it == req.end()) return false;
-    std::string_view value(it->value().data(), it->value().size());
-    constexpr std::string_view kBearer = "Bearer ";
-    if (value.substr(0, kBearer.size()) != kBearer) return false;
-    const std::string_view presented = value.substr(kBearer.size());
-    // Both compared, always: the time taken does not tell which one matched.
-    const bool api = TokenMatches(presented, shared_.options.token);
-    const bool cluster = !shared_.options.cluster_token.empty() &&
-                         TokenMatches(presented, shared_.options.cluster_token);
-    return api || cluster;
+  // Whether the request's token may make it; if not, refuses it (401 for
+  // no such token, 403 for one without the route's scope).
+  bool Admitted(const http::request<http::string_body>& req) {
+    const std::optional<Grant> grant =
+        Authenticate(HeaderValue(req, http::field::authorization),
+                     *shared_.options.tokens->Current(), shared_.cluster_token);
+    if (!grant) {
+      Reject(401, "unauthorized", "missing or wrong bearer token");
+      return false;
+    }
+    if (grant->scope == Scope::kAdmin) return true;  // no need to look the route up
+    const std::string_view method(req.method_string().data(), req.method_string().size());
+    const std::string_view target(req.target().data(), req.target().size());
+    const Scope needed = shared_.handler.RequiredScope(method, target);
+    std::string refusal = ScopeRefusal(*grant, needed, method, target.substr(0, target.find('?')));
+    if (refusal.empty()) return true;
+    Reject(403, "insufficient_scope", std::move(refusal),
+           {{"WWW-Authenticate", "Bearer error=\"insufficient_scope\", scope=\"" +
+                                     std::string(ScopeName(needed)) + "\""}});
+    return false;
   }
 
   void OnBody(beast::error_code ec) {
@@ -201,12 +197,14 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Answers an unreadable request and closes: its body was not consumed.
-  void Reject(int status, std::string_view code, std::string message) {
+  void Reject(int status, std::string_view code, std::string message,
+              std::vector<std::pair<std::string, std::string>> headers = {}) {
     busy_ = true;
     keep_alive_ = false;
     unread_body_ = true;
     ApiResponse r;
     r.status = status;
+    r.headers = std::move(headers);
     r.body = ErrorBody(
         code, Status(status == 401 ? StatusCode::kInvalidArgument : StatusCode::kResourceExhausted,
                      std::move(message)));
@@ -282,6 +280,9 @@ class HttpServer::Impl {
         ios_(MakeContexts(shared_.options.threads)),
         acceptor_(ios_.front()->get_executor()) {
     for (auto& io : ios_) work_.push_back(asio::make_work_guard(*io));
+    if (!shared_.options.cluster_token.empty()) {
+      shared_.cluster_token = DigestOf(shared_.options.cluster_token);
+    }
   }
 
   Status Start() {

@@ -17,16 +17,21 @@
 #include "chronoq/status.h"
 
 #include "server/api.h"
+#include "server/tokens.h"
 
 namespace chronoq::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7070;  // 0 picks a free port
-  // When set, every request but /healthz needs "Authorization: Bearer <token>".
-  std::string token;
-  // Also accepted where `token` is asked for: what cluster nodes send on the
-  // requests they forward (chronoqd --cluster-token). Empty: none.
+  // When set, every request but /healthz and the dashboard's files needs
+  // "Authorization: Bearer <secret>" of one of its tokens, with a scope that
+  // covers the route's (RequestHandler::RequiredScope): else 401, or 403
+  // insufficient_scope. Must outlive the server.
+  const TokenRegistry* tokens = nullptr;
+  // Also accepted where `tokens` are asked for, with scope admin: what
+  // cluster nodes send on the requests they forward (chronoqd
+  // --cluster-token). Empty: none.
   std::string cluster_token;
   int threads = 2;
   size_t max_body = 1 << 20;
@@ -39,10 +44,6 @@ struct ServerOptions {
   // descriptors for its store and webhooks. 0: no limit.
   size_t max_connections = 0;
 };
-
-// Compares a presented bearer token with the expected one in time that does
-// not depend on where they differ (nor on the length of the expected one).
-bool TokenMatches(std::string_view presented, std::string_view expected);
 
 // Whether a request is a browser page of another origin trying to change
 // chronoqd's state (a cross-site request forgery, which a bearer token does

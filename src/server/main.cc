@@ -11,7 +11,9 @@
 // --store names the store as a URL (EngineOptions::store) and overrides
 // --data and --durability, which describe the default SQLite file. SIGTERM and
 // SIGINT stop it gracefully: no new connections, long polls answer empty,
-// requests in flight finish, commits are flushed, exit 0.
+// requests in flight finish, commits are flushed, exit 0. SIGHUP reads the
+// token file again (server/tokens.h): new tokens apply to the next request,
+// and a bad file changes nothing (the error is logged).
 //
 // --cluster makes this chronoqd one node of several on one PostgreSQL schema
 // (cluster/node.h): it leads or stands by, and answers every request either
@@ -32,6 +34,7 @@
 #include "server/api.h"
 #include "server/http_server.h"
 #include "server/log_format.h"
+#include "server/tokens.h"
 #include "server/webhook.h"
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
@@ -93,6 +96,51 @@ Status ReadToken(const std::string& file, std::string_view field, const char* en
   return {};
 }
 
+// "1 token", "3 tokens".
+std::string TokensWord(size_t n) { return std::to_string(n) + (n == 1 ? " token" : " tokens"); }
+
+// The API's tokens: the --token-file's (read again on SIGHUP), else
+// CHRONOQ_TOKEN's single admin token; null when neither is given.
+Status LoadTokens(const std::string& file, std::unique_ptr<server::TokenRegistry>& tokens) {
+  if (!file.empty()) {
+    CHRONOQ_ASSIGN_OR_RETURN(tokens, server::TokenRegistry::FromFile(file));
+    spdlog::info("{} from {}: {}", TokensWord(tokens->Current()->tokens().size()), file,
+                 tokens->Current()->Describe());
+  } else if (const char* value = std::getenv("CHRONOQ_TOKEN"); value != nullptr && *value != '\0') {
+    tokens = std::make_unique<server::TokenRegistry>(server::TokenSet::Single(value));
+  }
+  return {};
+}
+
+// SIGHUP: reads the token file again; on an error the tokens in force stay.
+void ReloadTokens(server::TokenRegistry* tokens) {
+  if (tokens == nullptr) {
+    spdlog::info("SIGHUP: chronoqd has no token (no --token-file): nothing to reload");
+    return;
+  }
+  Result<std::shared_ptr<const server::TokenSet>> loaded = tokens->Reload();
+  if (loaded.ok()) {
+    spdlog::info("SIGHUP: reloaded {} from {}: {}", TokensWord((*loaded)->tokens().size()),
+                 tokens->path(), (*loaded)->Describe());
+  } else if (loaded.status().code() == StatusCode::kFailedPrecondition) {
+    spdlog::info("SIGHUP: {}", loaded.status().message());
+  } else {
+    spdlog::error("SIGHUP: tokens not reloaded, the {} in force stay: {}",
+                  TokensWord(tokens->Current()->tokens().size()), loaded.status().message());
+  }
+}
+
+// Waits for SIGTERM or SIGINT and returns it; reloads the tokens on each
+// SIGHUP meanwhile.
+int WaitForStop(const sigset_t& signals, server::TokenRegistry* tokens) {
+  for (;;) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) return sig;
+    ReloadTokens(tokens);
+  }
+}
+
 // The store URL as it may be printed: without a password, whether in the
 // user part ("postgresql://user:secret@host") or a parameter ("password=").
 std::string Redacted(std::string url) {
@@ -126,6 +174,9 @@ class LateHandler final : public server::RequestHandler {
     }
     respond(server::ErrorResponse(
         Status(StatusCode::kUnavailable, "the node is starting", {}, StatusReason::kNotLeader)));
+  }
+  server::Scope RequiredScope(std::string_view method, std::string_view target) const override {
+    return cluster::Node::ScopeOf(method, target);
   }
 
  private:
@@ -163,7 +214,7 @@ bool IsLoopback(const std::string& host) {
 // chronoqd serves anyone who reaches it when it has no token: fine on
 // loopback, a hole anywhere else unless the operator says so, loudly.
 Status CheckExposure(const server::ServerOptions& options, bool insecure_no_auth) {
-  if (!options.token.empty() || IsLoopback(options.host)) return {};
+  if (options.tokens != nullptr || IsLoopback(options.host)) return {};
   if (!insecure_no_auth) {
     return Status::InvalidArgument(
         "listen", options.host +
@@ -187,7 +238,7 @@ int Fail(const Status& s) {
 // only while it leads.
 int RunClusterNode(server::ServerOptions options, const std::string& store, std::string node_id,
                    std::string advertise, int heartbeat_ms, int lease_ms, int webhook_concurrency,
-                   Duration stats_interval, sigset_t signals) {
+                   Duration stats_interval, sigset_t signals, server::TokenRegistry* tokens) {
   if (store.empty()) {
     return Fail(Status::InvalidArgument("cluster", "needs --store naming a PostgreSQL database"));
   }
@@ -226,13 +277,12 @@ int RunClusterNode(server::ServerOptions options, const std::string& store, std:
   late.Set(&node);
   std::printf("chronoqd listening on http://%s:%u (cluster node %s, store %s%s)\n",
               options.host.c_str(), http.port(), node_id.c_str(), Redacted(store).c_str(),
-              options.token.empty() ? "" : ", bearer token required");
+              options.tokens == nullptr ? "" : ", bearer token required");
   std::fflush(stdout);
   spdlog::info("chronoqd {} listening on {}:{} as cluster node {} ({})", CHRONOQ_VERSION,
                options.host, http.port(), node_id, advertise);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = WaitForStop(signals, tokens);
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { node.ReleaseWaitingClaims(); });
   blocking.join();
@@ -272,8 +322,9 @@ int main(int argc, char** argv) {
                  "[?schema=NAME&...] or sqlite:PATH[?durability=full]")
       ->envname("CHRONOQ_STORE");
   app.add_option("--token-file", token_file,
-                 "file holding the bearer token every request but /healthz needs "
-                 "(or set CHRONOQ_TOKEN)")
+                 "file of the bearer tokens (one secret, or lines of NAME SCOPE SECRET with "
+                 "scope read, write or admin) every request but /healthz needs; read again on "
+                 "SIGHUP (or set CHRONOQ_TOKEN to one admin secret)")
       ->envname("CHRONOQ_TOKEN_FILE");
   app.add_option("--log-format", log_format, "text or json")
       ->envname("CHRONOQ_LOG_FORMAT")
@@ -355,8 +406,9 @@ int main(int argc, char** argv) {
   options.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   options.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
   if (Status s = ParseListen(listen, options); !s.ok()) return Fail(s);
-  if (Status s = ReadToken(token_file, "token-file", "CHRONOQ_TOKEN", options.token); !s.ok())
-    return Fail(s);
+  std::unique_ptr<server::TokenRegistry> tokens;
+  if (Status s = LoadTokens(token_file, tokens); !s.ok()) return Fail(s);
+  options.tokens = tokens.get();
   if (Status s = CheckExposure(options, insecure_no_auth); !s.ok()) return Fail(s);
 
   // Signals are taken by sigwait below, never by a handler on a random thread.
@@ -364,6 +416,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -371,10 +424,21 @@ int main(int argc, char** argv) {
     Status s = ReadToken(cluster_token_file, "cluster-token-file", "CHRONOQ_CLUSTER_TOKEN",
                          options.cluster_token);
     if (!s.ok()) return Fail(s);
-    if (options.cluster_token.empty()) options.cluster_token = options.token;
+    if (options.cluster_token.empty() && tokens != nullptr) {
+      // By default the nodes send each other the API's token: only when
+      // there is one secret, not named tokens.
+      if (!tokens->Current()->single_secret()) {
+        return Fail(
+            Status::InvalidArgument("cluster-token-file",
+                                    "needed when --token-file holds named tokens: the nodes send "
+                                    "each other one secret of their own"));
+      }
+      s = ReadToken(token_file, "token-file", "CHRONOQ_TOKEN", options.cluster_token);
+      if (!s.ok()) return Fail(s);
+    }
     return RunClusterNode(options, store, node_id, advertise, heartbeat_ms, lease_ms,
                           webhook_concurrency, std::chrono::milliseconds(stats_interval_ms),
-                          signals);
+                          signals, tokens.get());
   }
 
   EngineOptions engine_options;
@@ -401,12 +465,11 @@ int main(int argc, char** argv) {
   if (Status s = http.Start(); !s.ok()) return Fail(s);
   const std::string where = store.empty() ? "data in " + data : "store " + Redacted(store);
   std::printf("chronoqd listening on http://%s:%u (%s%s)\n", options.host.c_str(), http.port(),
-              where.c_str(), options.token.empty() ? "" : ", bearer token required");
+              where.c_str(), options.tokens == nullptr ? "" : ", bearer token required");
   std::fflush(stdout);
   spdlog::info("chronoqd {} listening on {}:{}", CHRONOQ_VERSION, options.host, http.port());
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = WaitForStop(signals, tokens.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { (*engine)->ReleaseWaitingClaims(); });
   blocking.join();

@@ -1,18 +1,11 @@
-// The HTTP layer's request checks that need no socket: the bearer token
-// comparison and the cross-site write check.
+// The HTTP layer's request checks that need no socket: the cross-site write
+// check. (Tokens: tokens_test.cc; scopes: openapi_test.cc.)
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
 
 namespace chronoq::server {
 namespace {
-
-TEST(TokenMatchesTest, OnlyTheSameTokenMatches) {
-  EXPECT_TRUE(TokenMatches("s3cret", "s3cret"));
-  EXPECT_FALSE(TokenMatches("s3cre", "s3cret"));
-  EXPECT_FALSE(TokenMatches("s3cret!", "s3cret"));
-  EXPECT_FALSE(TokenMatches("", "s3cret"));
-}
 
 TEST(CrossSiteWriteTest, ClientsThatAreNotBrowsersSendNeitherHeader) {
   for (const char* method : {"GET", "POST", "PUT", "PATCH", "DELETE"}) {

@@ -1,9 +1,12 @@
 // docs/openapi.yaml and the router cannot drift apart: every endpoint the
 // Api and a cluster node serve is in the spec, and every operation in the
-// spec is an endpoint; the spec chronoqd serves is the file in docs/.
+// spec is an endpoint; the spec chronoqd serves is the file in docs/. Nor
+// can docs/API.md's table of the scope each endpoint needs (ApiScopesTest;
+// that chronoqd holds tokens to it: tests/integration/tokens_e2e_test.cc).
 // (tests/openapi/test_openapi.py checks the bodies against the schemas, on a
 // real chronoqd.)
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -15,6 +18,7 @@
 #include "cluster/node.h"
 #include "server/api.h"
 #include "server/api_fixture.h"
+#include "server/tokens.h"
 
 #ifndef CHRONOQ_SOURCE_DIR
 #error "CHRONOQ_SOURCE_DIR (for docs/openapi.yaml) must be defined for the test target"
@@ -120,6 +124,80 @@ TEST_F(OpenApiServedTest, RoutesMatchLiteralsFirstAndAnswer405WithAllow) {
   ApiResponse bad = Call("GET", "/v1/locks/%zz");
   EXPECT_EQ(bad.status, 400);
   EXPECT_NE(bad.Render().find("\"field\":\"key\""), std::string::npos) << bad.body;
+}
+
+std::vector<Route> AllRoutes() {
+  std::vector<Route> all = Api::Routes();
+  for (const Route& r : cluster::Node::Routes()) all.push_back(r);
+  return all;
+}
+
+// Reading never needs more than read, and nothing that changes state is
+// open to a read token.
+TEST(ApiScopesTest, EveryGetNeedsReadAndEveryOtherMethodMore) {
+  for (const Route& r : AllRoutes()) {
+    const std::string what = std::string(r.method) + " " + std::string(r.pattern);
+    if (r.method == "GET") {
+      EXPECT_EQ(r.scope, Scope::kRead) << what;
+    } else {
+      EXPECT_NE(r.scope, Scope::kRead) << what;
+    }
+  }
+}
+
+// docs/API.md's "Scopes" table: "| `METHOD /path` | scope |" for every
+// route but the GETs (one row says they all need read).
+std::map<std::string, std::string> DocumentedScopes(std::string* rule_for_gets) {
+  std::ifstream in(std::string(CHRONOQ_SOURCE_DIR) + "/docs/API.md");
+  std::map<std::string, std::string> out;
+  static const std::regex kRow(R"(^\| `([A-Z]+ [^`]+)` \| (read|write|admin) \|$)");
+  static const std::regex kGets(R"(^\| every `GET` \| (read|write|admin) \|$)");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_match(line, m, kRow)) out[m[1]] = m[2];
+    if (std::regex_match(line, m, kGets)) *rule_for_gets = m[1];
+  }
+  return out;
+}
+
+// A new endpoint fails here until its scope is written into docs/API.md
+// (the route table cannot leave it out: it is a column of its own).
+TEST(ApiScopesTest, DocsApiMdListsEveryEndpointsScope) {
+  std::string gets;
+  std::map<std::string, std::string> documented = DocumentedScopes(&gets);
+  ASSERT_FALSE(documented.empty()) << "cannot read docs/API.md's Scopes table";
+  EXPECT_EQ(gets, "read");
+  for (const Route& r : AllRoutes()) {
+    if (r.method == "GET") continue;
+    const std::string op = std::string(r.method) + " " + std::string(r.pattern);
+    auto it = documented.find(op);
+    if (it == documented.end()) {
+      ADD_FAILURE() << op << " is not in docs/API.md's Scopes table";
+      continue;
+    }
+    EXPECT_EQ(it->second, ScopeName(r.scope)) << op;
+    documented.erase(it);
+  }
+  for (const auto& [op, scope] : documented) ADD_FAILURE() << op << " is documented, not served";
+}
+
+// The lookup the HTTP layer makes finds the route Dispatch would take.
+TEST(ApiScopesTest, ScopeOfFindsTheRouteOfARequest) {
+  EXPECT_EQ(Api::ScopeOf("POST", "/v1/tasks"), Scope::kWrite);
+  EXPECT_EQ(Api::ScopeOf("POST", "/v1/tasks?x=1"), Scope::kWrite);
+  EXPECT_EQ(Api::ScopeOf("GET", "/v1/tasks?queue=a"), Scope::kRead);
+  EXPECT_EQ(Api::ScopeOf("POST", "/v1/tasks/batch"), Scope::kWrite);
+  EXPECT_EQ(Api::ScopeOf("POST", "/v1/tasks/a%2Fb/purge"), Scope::kAdmin);
+  EXPECT_EQ(Api::ScopeOf("PUT", "/v1/queues/emails"), Scope::kAdmin);
+  EXPECT_EQ(Api::ScopeOf("POST", "/v1/queues/emails/claim"), Scope::kWrite);
+  EXPECT_EQ(Api::ScopeOf("POST", "/v1/queues/emails/pause?now"), Scope::kAdmin);
+  // No endpoint: a 404 or 405 answers, which changes nothing.
+  EXPECT_EQ(Api::ScopeOf("POST", "/v1/nothing"), Scope::kRead);
+  EXPECT_EQ(Api::ScopeOf("PUT", "/v1/tasks"), Scope::kRead);
+  // A node's own endpoint, then its Api's.
+  EXPECT_EQ(cluster::Node::ScopeOf("GET", "/v1/cluster"), Scope::kRead);
+  EXPECT_EQ(cluster::Node::ScopeOf("POST", "/v1/queues/q/resume"), Scope::kAdmin);
 }
 
 }  // namespace

@@ -56,6 +56,8 @@ export function queuePage(name) {
   const counts = el("ul", { class: "totals" });
   const flag = el("span", { class: "flag paused", hidden: true }, "paused");
   const toggle = el("button", { type: "button", id: "pause" }, "Pause");
+  // Why a pause or resume was refused (kept until the next click: the status line is redrawn).
+  const pauseReport = el("div", { id: "pause-report", class: "outcome", role: "status" });
   const form = el("form", { class: "settings", id: "settings", novalidate: true });
   let paused = false;
   let dead = 0;
@@ -115,8 +117,9 @@ export function queuePage(name) {
     try {
       show(await api("POST", `${path}/${paused ? "resume" : "pause"}`));
       status.textContent = `${name} ${paused ? "paused" : "resumed"}`;
+      report(pauseReport, "");
     } catch (e) {
-      status.textContent = `${e.code || "error"}: ${e.message}`;
+      report(pauseReport, `${paused ? "Resume" : "Pause"} ${name}: ${e.code || "error"}: ${e.message}`, [], true);
     }
   });
 
@@ -214,7 +217,7 @@ export function queuePage(name) {
         el("p", {}, el("a", { href: "#/" }, "← Overview"), " · ",
           el("a", { href: `#/tasks?${new URLSearchParams({ queue: name })}` }, "Its tasks")),
         el("h1", { id: "queue-title" }, name, flag),
-        counts, el("p", {}, toggle),
+        counts, el("p", {}, toggle), pauseReport,
         keys,
         el("section", { "aria-labelledby": "dead-title" },
           el("h2", { id: "dead-title" }, "Dead tasks"),

@@ -2,7 +2,7 @@
 // one): each schedule's rule, next runs and last run, and a form that
 // previews a cron rule while it is typed (GET /v1/cron/next).
 import { api, ApiError } from "./api.js";
-import { el, main, refresh, showFieldError, tableWrap } from "./dom.js";
+import { el, main, refresh, report, showFieldError, tableWrap } from "./dom.js";
 import { cronInWords } from "./cron_words.js";
 import { formatIn, formatMs } from "./format.js";
 
@@ -116,6 +116,8 @@ export function schedulesPage(query) {
   const viewerZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
   const pointed = query.get("schedule") || ""; // a schedule to point at (from a task's page)
   const list = el("div", { id: "schedule-list" });
+  // What a pause or resume answered when it failed (a token without the scope, say).
+  const outcome = el("div", { id: "schedule-outcome", class: "outcome", role: "status" });
   const preview = cronPreview(viewerZone);
 
   async function runsOf(sc) {
@@ -146,7 +148,13 @@ export function schedulesPage(query) {
       const toggle = el("button", { type: "button", class: "toggle", "data-schedule": sc.name },
         sc.paused ? "Resume" : "Pause");
       toggle.addEventListener("click", async () => {
-        await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${sc.paused ? "resume" : "pause"}`);
+        const verb = sc.paused ? "resume" : "pause";
+        try {
+          await api("POST", `/v1/schedules/${encodeURIComponent(sc.name)}/${verb}`);
+          report(outcome, "");
+        } catch (e) {
+          report(outcome, `${sc.paused ? "Resume" : "Pause"} ${sc.name}: ${e.code || "error"}: ${e.message}`, [], true);
+        }
         refresh();
       });
       const last = sc.last_run
@@ -175,7 +183,7 @@ export function schedulesPage(query) {
     async mount() {
       await render();
       main.replaceChildren(el("section", { "aria-labelledby": "schedules-title" },
-        el("h1", { id: "schedules-title" }, "Schedules"), list, preview.view));
+        el("h1", { id: "schedules-title" }, "Schedules"), outcome, list, preview.view));
       preview.fillZones();
       const row = pointed && list.querySelector(`tr[data-row="${CSS.escape(pointed)}"]`);
       if (row) row.scrollIntoView({ block: "center" });

@@ -362,6 +362,28 @@ def test_pausing_a_queue_stops_its_claims(browser: WebDriver, server: Chronoqd) 
     assert len(c.claim("expire-share", max=10, lease=60).tasks) == 5
 
 
+def test_a_read_only_token_is_shown_why_it_may_not_pause(browser: WebDriver,
+                                                         tmp_path: Path) -> None:
+    viewer, ops = "viewer-secret-0000000000000000", "ops-secret-00000000000000000000"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"viewer read {viewer}\nops admin {ops}\n")
+    s = Chronoqd(str(tmp_path / "data"), extra=["--token-file", str(tokens)])
+    try:
+        seed(s.url, token=ops)
+        browser.get(s.url + "/ui/")
+        browser.execute_script("sessionStorage.setItem('chronoq.token', arguments[0])", viewer)
+        browser.refresh()
+        open_queue(browser, s.url, "expire-share")
+        browser.find_element(By.ID, "pause").click()
+        shown = wait_until(lambda: text_of(browser, "#pause-report"), "the refusal to be shown")
+        assert shown == ("Pause expire-share: insufficient_scope: POST /v1/queues/expire-share/pause"
+                         " needs a token with scope admin; token 'viewer' has scope read"), shown
+        screenshot(browser, "pause-refused-to-a-read-token")
+        assert not Client(s.url, token=ops, timeout=10).get_queue("expire-share").paused
+    finally:
+        s.stop()
+
+
 def test_a_bad_rate_limit_is_shown_at_its_field(browser: WebDriver, server: Chronoqd) -> None:
     seed(server.url)
     c = Client(server.url, timeout=10)
