@@ -87,8 +87,9 @@ std::string OpenSslReason() {
 // Readable, or an error naming `field` with the system's reason.
 Status CheckReadable(const std::string& path, std::string_view field) {
   std::ifstream in(path);
-  if (!in)
+  if (!in) {
     return Status::InvalidArgument(field, "cannot read " + path + ": " + std::strerror(errno));
+  }
   return {};
 }
 
