@@ -10,6 +10,8 @@ packages=(
   clang libclang-rt-14-dev
   libsqlite3-dev nlohmann-json3-dev libhowardhinnant-date-dev tzdata
   libspdlog-dev libfmt-dev libcli11-dev libboost-dev libssl-dev
+  # The TLS tests make a throwaway CA with the openssl command (tests/support/make-test-certs.sh).
+  openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   # The PostgreSQL store: libpq to build it, the server (15) to test it
   # (scripts/pg-cluster.sh starts throwaway clusters).

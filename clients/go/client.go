@@ -9,10 +9,14 @@ package chronoq
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"time"
 )
@@ -38,6 +42,8 @@ type config struct {
 	token   string
 	timeout time.Duration
 	http    *http.Client
+	caFile  string
+	tls     *tls.Config
 }
 
 // Option configures a Client.
@@ -54,14 +60,51 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // the Client sets a deadline per request).
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
 
-// New returns a Client of the nodes at urls ("http://host:7070"; an item may
-// hold several URLs separated by commas).
+// WithCAFile makes https nodes trusted when a CA certificate of the PEM file
+// at path (a private CA) signed theirs, instead of the system's CAs. The
+// certificate's host name is checked as always. New fails when the file
+// cannot be read or holds no certificate.
+func WithCAFile(path string) Option { return func(c *config) { c.caFile = path } }
+
+// WithTLSConfig sets the TLS configuration of https nodes (default: the
+// system's CAs, TLS 1.2 or later).
+func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
+
+// tlsConfig is what WithCAFile or WithTLSConfig asked for: nil for the
+// defaults.
+func (c *config) tlsConfig() (*tls.Config, error) {
+	if c.caFile == "" {
+		return c.tls, nil
+	}
+	if c.tls != nil {
+		return nil, errors.New("chronoq: give WithCAFile or WithTLSConfig, not both")
+	}
+	pem, err := os.ReadFile(c.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("chronoq: CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("chronoq: CA file %s holds no PEM certificate", c.caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// New returns a Client of the nodes at urls ("http://host:7070" or
+// "https://host:7070"; an item may hold several URLs separated by commas).
 func New(urls []string, opts ...Option) (*Client, error) {
 	cfg := config{timeout: 30 * time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	t, err := newTransport(urls, cfg.token, cfg.timeout, cfg.http)
+	tlsCfg, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil && cfg.http != nil {
+		return nil, errors.New("chronoq: WithCAFile and WithTLSConfig do not apply to WithHTTPClient's client: set its transport's TLSClientConfig")
+	}
+	t, err := newTransport(urls, cfg.token, cfg.timeout, cfg.http, tlsCfg)
 	if err != nil {
 		return nil, err
 	}

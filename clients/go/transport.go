@@ -3,6 +3,7 @@ package chronoq
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,7 +59,7 @@ type transport struct {
 	current int
 }
 
-func newTransport(urls []string, token string, timeout time.Duration, hc *http.Client) (*transport, error) {
+func newTransport(urls []string, token string, timeout time.Duration, hc *http.Client, tlsCfg *tls.Config) (*transport, error) {
 	var nodes []string
 	for _, u := range urls {
 		for _, part := range strings.Split(u, ",") {
@@ -93,6 +94,7 @@ func newTransport(urls []string, token string, timeout time.Duration, hc *http.C
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true,
+			TLSClientConfig:     tlsCfg,
 		}
 		hc = &http.Client{Transport: tr}
 	}

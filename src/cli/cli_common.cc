@@ -221,7 +221,7 @@ std::string ErrorCodeOf(const Reply& reply) {
 }
 
 Result<std::unique_ptr<MultiHttpClient>> Session::NewClient() const {
-  return MultiHttpClient::Create(base_url_, client_.timeout());
+  return MultiHttpClient::Create(base_url_, client_.timeout(), "url", client_.tls());
 }
 
 HttpHeaders Session::Headers(bool with_body) const {

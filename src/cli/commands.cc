@@ -21,6 +21,7 @@ constexpr std::string_view kDefaultUrl = "http://127.0.0.1:7070";
 struct GlobalArgs {
   std::string url;
   std::string token_file;
+  std::string ca_file;
   std::string timeout = "30s";
   bool json = false;
 };
@@ -36,6 +37,13 @@ Result<std::string> LoadToken(const GlobalArgs& a, const CLI::Option* token_file
   return io.getenv("CHRONOQ_TOKEN").value_or("");
 }
 
+// The CAs an https server is checked against: --ca-file, else
+// CHRONOQ_CA_FILE, else the system's.
+TlsOptions LoadTls(const GlobalArgs& a, const CLI::Option* ca_file, const CliIo& io) {
+  if (Given(ca_file)) return {.ca_file = a.ca_file, .ca_file_field = "--ca-file"};
+  return {.ca_file = io.getenv("CHRONOQ_CA_FILE").value_or(""), .ca_file_field = "CHRONOQ_CA_FILE"};
+}
+
 }  // namespace
 
 int RunCli(const std::vector<std::string>& args, const CliIo& io) {
@@ -48,9 +56,10 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
     return "error: " + std::string(e.what()) + "\nRun with --help for more information.\n";
   });
   app.footer(
-      "Global options (before or after the command): --url, --token-file, --json, --timeout.\n"
+      "Global options (before or after the command): --url, --token-file, --ca-file, --json,\n"
+      "--timeout.\n"
       "Environment: CHRONOQ_URL (default for --url; one URL or a comma-separated list),\n"
-      "CHRONOQ_TOKEN (the API token).\n"
+      "CHRONOQ_TOKEN (the API token), CHRONOQ_CA_FILE (default for --ca-file).\n"
       "Exit codes: 0 ok, 1 the server answered with an error, 2 bad command line,\n"
       "3 the server could not be reached; `lock` exits with its command's status,\n"
       "or 75 when the lock stayed busy; `import` exits 1 when a line is refused;\n"
@@ -63,6 +72,11 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
           ->type_name("URL[,URL...]");
   CLI::Option* token_file =
       app.add_option("--token-file", a.token_file, "File holding the API token")->type_name("FILE");
+  CLI::Option* ca_file =
+      app.add_option("--ca-file", a.ca_file,
+                     "PEM file of the CA certificates to trust for an https:// server, instead "
+                     "of the system's (its certificate and host name are always checked)")
+          ->type_name("FILE");
   app.add_flag("--json", a.json, "Print the server's JSON instead of a summary");
   app.add_option("--timeout", a.timeout, "Give up on a request after this long")
       ->type_name("DUR")
@@ -111,8 +125,9 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
   // One URL or several, comma-separated (cluster nodes, with failover:
   // MultiHttpClient). Checked first, as the one URL always was; the timeout
   // comes once --timeout is checked.
-  CHRONOQ_CLI_ASSIGN_OR_USAGE(std::unique_ptr<MultiHttpClient> client,
-                              MultiHttpClient::Create(base, Duration::zero(), url_field), io);
+  CHRONOQ_CLI_ASSIGN_OR_USAGE(
+      std::unique_ptr<MultiHttpClient> client,
+      MultiHttpClient::Create(base, Duration::zero(), url_field, LoadTls(a, ca_file, io)), io);
   CHRONOQ_CLI_ASSIGN_OR_USAGE(const int64_t timeout_ms, ParseMillis(a.timeout, "--timeout"), io);
   if (timeout_ms <= 0) return Usage(io, Status::InvalidArgument("--timeout", "must be positive"));
   client->set_timeout(std::chrono::milliseconds(timeout_ms));

@@ -3,14 +3,22 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fstream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
 #include <sys/socket.h>
 
 namespace chronoq::cli {
@@ -19,7 +27,9 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 // Responses are held in memory; this only guards against a runaway server.
 constexpr uint64_t kMaxResponseBytes = uint64_t{1} << 30;
@@ -80,6 +90,32 @@ std::string Describe503(const HttpResponse& r) {
   return out;
 }
 
+// The client's TLS context: TLS 1.2 or later, trusting the CAs of
+// `tls.ca_file`, or the system's when it names none.
+Result<std::unique_ptr<ssl::context>> MakeTlsContext(const TlsOptions& tls) {
+  auto context = std::make_unique<ssl::context>(ssl::context::tls_client);
+  ERR_clear_error();
+  if (SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION) != 1) {
+    return Status::Internal("cannot require TLS 1.2");
+  }
+  beast::error_code ec;
+  if (tls.ca_file.empty()) {
+    context->set_default_verify_paths(ec);
+    if (ec) return Status::Internal("cannot load the system's trusted CAs: " + ec.message());
+    return context;
+  }
+  if (std::ifstream in(tls.ca_file); !in) {
+    return Status::InvalidArgument(tls.ca_file_field,
+                                   "cannot read " + tls.ca_file + ": " + std::strerror(errno));
+  }
+  context->load_verify_file(tls.ca_file, ec);
+  if (ec) {
+    return Status::InvalidArgument(tls.ca_file_field,
+                                   tls.ca_file + " holds no PEM CA certificate: " + Describe(ec));
+  }
+  return context;
+}
+
 std::string_view TrimSpaces(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -102,13 +138,12 @@ std::string BaseUrl::Authority() const {
 
 Result<BaseUrl> ParseBaseUrl(std::string_view url, std::string_view field) {
   std::string_view rest = url;
+  BaseUrl out;
   if (const size_t sep = rest.find("://"); sep != std::string_view::npos) {
     const std::string_view scheme = rest.substr(0, sep);
-    if (beast::iequals(beast::string_view(scheme.data(), scheme.size()), "https")) {
-      return Status::InvalidArgument(field, "https is not supported; use http://");
-    }
-    if (!beast::iequals(beast::string_view(scheme.data(), scheme.size()), "http")) {
-      return Status::InvalidArgument(field, "must start with http://");
+    out.tls = Iequals(scheme, "https");
+    if (!out.tls && !Iequals(scheme, "http")) {
+      return Status::InvalidArgument(field, "must start with http:// or https://");
     }
     rest.remove_prefix(sep + 3);
   }
@@ -122,7 +157,6 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url, std::string_view field) {
     return Status::InvalidArgument(field, "must not contain user information");
   }
 
-  BaseUrl out;
   std::string_view port;
   if (authority.starts_with('[')) {
     const size_t close = authority.find(']');
@@ -142,7 +176,7 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url, std::string_view field) {
   }
   if (out.host.empty()) return Status::InvalidArgument(field, "no host");
   if (port.empty()) {
-    out.port = "80";
+    out.port = out.tls ? "443" : "80";
   } else {
     int value = 0;
     for (const char c : port) {
@@ -182,7 +216,8 @@ std::string PercentEncode(std::string_view text) {
 // io_context, so every step can share one deadline (tcp_stream's expiry).
 class HttpClient::Impl {
  public:
-  Impl(BaseUrl url, Duration timeout) : url_(std::move(url)), timeout_(timeout) {
+  Impl(BaseUrl url, Duration timeout, std::unique_ptr<ssl::context> tls)
+      : url_(std::move(url)), timeout_(timeout), tls_(std::move(tls)) {
     // Beast reads at most what the buffer has room for (512 bytes when it is
     // empty and small), and the parser moves body bytes out at once, so an
     // unreserved buffer read a 2.5 MB answer (a batch of 10,000 tasks) in
@@ -217,8 +252,8 @@ class HttpClient::Impl {
     // restarted, or dropped the connection while idle). Sent into it, the
     // request would fail after being written, and MultiHttpClient could then
     // not move a POST on to another node.
-    if (stream_.has_value() && ClosedByServer()) Close();
-    const bool reused = stream_.has_value();
+    if (Connected() && ClosedByServer()) Close();
+    const bool reused = Connected();
     if (!reused) CHRONOQ_RETURN_IF_ERROR(Connect(deadline));
     bool stale = false;
     Result<HttpResponse> r = Exchange(req, deadline, reused, stale);
@@ -245,12 +280,31 @@ class HttpClient::Impl {
     ioc_.run();
   }
 
+  bool Connected() const { return stream_.has_value() || tls_stream_.has_value(); }
+
+  // The TCP stream (under TLS for https). REQUIRES: Connected().
+  beast::tcp_stream& Tcp() {
+    return tls_stream_.has_value() ? beast::get_lowest_layer(*tls_stream_) : *stream_;
+  }
+
+  // Runs `op` on the open stream, whichever it is. REQUIRES: Connected().
+  template <class Op>
+  void OnStream(Op&& op) {
+    if (tls_stream_.has_value()) {
+      op(*tls_stream_);
+    } else {
+      op(*stream_);
+    }
+  }
+
+  // Closes without TLS's close_notify: the answers we read say their length.
   void Close() {
-    if (!stream_.has_value()) return;
+    if (!Connected()) return;
     beast::error_code ignored;
-    stream_->socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_->close();
+    Tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    Tcp().close();
     stream_.reset();
+    tls_stream_.reset();
     buffer_.clear();
   }
 
@@ -259,7 +313,7 @@ class HttpClient::Impl {
   // where a live idle connection has nothing to read.
   bool ClosedByServer() {
     char byte = 0;
-    const ssize_t n = ::recv(stream_->socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(Tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n >= 0 || errno != EAGAIN;  // EAGAIN is EWOULDBLOCK on Linux
   }
 
@@ -273,10 +327,14 @@ class HttpClient::Impl {
       failure_.reason = "cannot resolve " + url_.host + ": " + Describe(ec);
       return Status::Unavailable("cannot resolve " + url_.host + ": " + Describe(ec));
     }
-    stream_.emplace(ioc_);
-    stream_->expires_at(deadline);
-    stream_->async_connect(endpoints,
-                           [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
+    if (url_.tls) {
+      tls_stream_.emplace(ioc_, *tls_);
+    } else {
+      stream_.emplace(ioc_);
+    }
+    Tcp().expires_at(deadline);
+    Tcp().async_connect(endpoints,
+                        [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
     Run();
     if (ec == beast::error::timeout) {
       Close();
@@ -293,8 +351,49 @@ class HttpClient::Impl {
     // algorithm would hold its last partial segment until the server ACKs
     // the ones before, which a delayed ACK can put off for up to 40 ms.
     beast::error_code ignored;
-    stream_->socket().set_option(tcp::no_delay(true), ignored);
+    Tcp().socket().set_option(tcp::no_delay(true), ignored);
+    if (url_.tls) return Handshake();
     return Status::Ok();
+  }
+
+  // TLS over the connection just made, under the same deadline. The
+  // server's certificate must chain to a trusted CA and name the URL's host
+  // (or IP address), which OpenSSL checks during the handshake.
+  Status Handshake() {
+    const std::string where = url_.Authority();
+    SSL* ssl = tls_stream_->native_handle();
+    beast::error_code not_ip;
+    asio::ip::make_address(url_.host, not_ip);
+    const bool named = not_ip.failed();
+    // The name goes in the handshake (SNI) for a name, never for an address.
+    if (named ? SSL_set_tlsext_host_name(ssl, url_.host.c_str()) != 1 ||
+                    SSL_set1_host(ssl, url_.host.c_str()) != 1
+              : X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), url_.host.c_str()) != 1) {
+      Close();
+      failure_.reason = "cannot set up TLS for " + url_.host;
+      return Status::Internal("cannot set up TLS for " + url_.host);
+    }
+    tls_stream_->set_verify_mode(ssl::verify_peer);
+    beast::error_code ec;
+    tls_stream_->async_handshake(ssl::stream_base::client,
+                                 [&](const beast::error_code& e) { ec = e; });
+    Run();
+    if (!ec) return Status::Ok();
+    if (ec == beast::error::timeout) {
+      Close();
+      failure_.reason = "timed out in the TLS handshake after " + DescribeTimeout(timeout_);
+      return {StatusCode::kDeadlineExceeded,
+              "TLS handshake with " + where + ": timed out after " + DescribeTimeout(timeout_)};
+    }
+    // "certificate verify failed" says little without OpenSSL's reason:
+    // "(unable to get local issuer certificate)" for a CA not trusted.
+    std::string why = Describe(ec);
+    if (const long verify = SSL_get_verify_result(ssl); verify != X509_V_OK) {
+      why += std::string(" (") + X509_verify_cert_error_string(verify) + ")";
+    }
+    Close();
+    failure_.reason = "TLS handshake failed: " + why;
+    return Status::Unavailable("TLS handshake with " + where + " failed: " + why);
   }
 
   // One request and its response on the open connection. Sets `stale` (and
@@ -306,8 +405,10 @@ class HttpClient::Impl {
     const std::string where = url_.Authority();
     stale = false;
     beast::error_code ec;
-    stream_->expires_at(deadline);
-    http::async_write(*stream_, req, [&](const beast::error_code& e, size_t) { ec = e; });
+    Tcp().expires_at(deadline);
+    OnStream([&](auto& stream) {
+      http::async_write(stream, req, [&](const beast::error_code& e, size_t) { ec = e; });
+    });
     Run();
     // All of it is with the kernel now, and may reach the server whatever
     // happens next.
@@ -315,8 +416,10 @@ class HttpClient::Impl {
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxResponseBytes);
     if (!ec) {
-      http::async_read(*stream_, buffer_, parser,
-                       [&](const beast::error_code& e, size_t) { ec = e; });
+      OnStream([&](auto& stream) {
+        http::async_read(stream, buffer_, parser,
+                         [&](const beast::error_code& e, size_t) { ec = e; });
+      });
       Run();
     }
     if (ec) {
@@ -351,16 +454,24 @@ class HttpClient::Impl {
   Duration timeout_;
   asio::io_context ioc_;
   tcp::resolver resolver_{ioc_};
-  std::optional<beast::tcp_stream> stream_;  // the open connection, if any
+  const std::unique_ptr<ssl::context> tls_;  // https only
+  std::optional<beast::tcp_stream> stream_;  // the open http connection, if any
+  std::optional<TlsStream> tls_stream_;      // the open https connection, if any
   beast::flat_buffer buffer_;                // bytes read past the last response
   Failure failure_;                          // of the last Send()
 };
 
-Result<std::unique_ptr<HttpClient>> HttpClient::Create(std::string_view base_url,
-                                                       Duration timeout) {
+Status CheckTlsOptions(const TlsOptions& tls) { return MakeTlsContext(tls).status(); }
+
+Result<std::unique_ptr<HttpClient>> HttpClient::Create(std::string_view base_url, Duration timeout,
+                                                       const TlsOptions& tls) {
   CHRONOQ_ASSIGN_OR_RETURN(BaseUrl url, ParseBaseUrl(base_url));
+  std::unique_ptr<ssl::context> context;
+  if (url.tls) {
+    CHRONOQ_ASSIGN_OR_RETURN(context, MakeTlsContext(tls));
+  }
   return std::unique_ptr<HttpClient>(
-      new HttpClient(std::make_unique<Impl>(std::move(url), timeout)));
+      new HttpClient(std::make_unique<Impl>(std::move(url), timeout, std::move(context))));
 }
 
 HttpClient::HttpClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -381,7 +492,8 @@ const BaseUrl& HttpClient::base_url() const { return impl_->url(); }
 
 Result<std::unique_ptr<MultiHttpClient>> MultiHttpClient::Create(std::string_view urls,
                                                                  Duration timeout,
-                                                                 std::string_view field) {
+                                                                 std::string_view field,
+                                                                 TlsOptions tls) {
   std::vector<std::string> list;
   while (true) {
     const size_t comma = urls.find(',');
@@ -398,18 +510,20 @@ Result<std::unique_ptr<MultiHttpClient>> MultiHttpClient::Create(std::string_vie
         return Status::InvalidArgument(field, entry + " is empty (URLs are separated by commas)");
       }
       // The entry stands in for the field, so that the message reads
-      // "--url: entry 2 (https://b): https is not supported; use http://".
+      // "--url: entry 2 (ftp://b): must start with http:// or https://".
       if (const Result<BaseUrl> url = ParseBaseUrl(list[i], entry + " (" + list[i] + ")");
           !url.ok()) {
         return Status::InvalidArgument(field, url.status().message());
       }
     }
   }
-  return std::unique_ptr<MultiHttpClient>(new MultiHttpClient(std::move(list), timeout));
+  CHRONOQ_RETURN_IF_ERROR(CheckTlsOptions(tls));
+  return std::unique_ptr<MultiHttpClient>(
+      new MultiHttpClient(std::move(list), timeout, std::move(tls)));
 }
 
-MultiHttpClient::MultiHttpClient(std::vector<std::string> urls, Duration timeout)
-    : urls_(std::move(urls)), clients_(urls_.size()), timeout_(timeout) {}
+MultiHttpClient::MultiHttpClient(std::vector<std::string> urls, Duration timeout, TlsOptions tls)
+    : urls_(std::move(urls)), clients_(urls_.size()), timeout_(timeout), tls_(std::move(tls)) {}
 MultiHttpClient::~MultiHttpClient() = default;
 
 void MultiHttpClient::set_timeout(Duration timeout) {
@@ -421,7 +535,7 @@ void MultiHttpClient::set_timeout(Duration timeout) {
 
 Result<HttpClient*> MultiHttpClient::Node(size_t i) {
   if (clients_[i] == nullptr) {
-    CHRONOQ_ASSIGN_OR_RETURN(clients_[i], HttpClient::Create(urls_[i], timeout_));
+    CHRONOQ_ASSIGN_OR_RETURN(clients_[i], HttpClient::Create(urls_[i], timeout_, tls_));
   }
   return clients_[i].get();
 }

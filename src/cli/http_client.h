@@ -1,8 +1,10 @@
 // cli/http_client.h: a small synchronous HTTP/1.1 client for the chronoq CLI.
 //
-// HttpClient talks plain http to one server (no TLS) and keeps one
-// keep-alive connection open across requests, so `chronoq list --all` pages
-// over a single connection:
+// HttpClient talks http or https (TLS 1.2+, OpenSSL) to one server and keeps
+// one keep-alive connection open across requests, so `chronoq list --all`
+// pages over a single connection. An https server's certificate is always
+// verified, and its host name (or IP address) checked: against the system's
+// trusted CAs, or only those of TlsOptions::ca_file (chronoq --ca-file).
 //
 //   auto client = HttpClient::Create("http://127.0.0.1:7070", std::chrono::seconds(30));
 //   if (!client.ok()) return client.status();
@@ -71,30 +73,46 @@ struct HttpResponse {
   std::optional<std::string> Header(std::string_view name) const;
 };
 
-// The parts of a base URL "http://host[:port][/prefix]".
+// The parts of a base URL "http[s]://host[:port][/prefix]".
 struct BaseUrl {
   std::string host;    // "127.0.0.1", "localhost", "::1" (brackets removed)
-  std::string port;    // "7070"; "80" when the URL names none
+  std::string port;    // "7070"; "80" (http) or "443" (https) when the URL names none
   std::string prefix;  // "" or "/chronoq": prepended to every target
+  bool tls = false;    // https
 
   // "host:port" as written in errors and in the Host header.
   std::string Authority() const;
 };
 
-// Parses a base URL. Only http is supported. Errors are InvalidArgument
-// naming `field`.
+// Parses a base URL: http:// or https:// (none: http). Errors are
+// InvalidArgument naming `field`.
 Result<BaseUrl> ParseBaseUrl(std::string_view url, std::string_view field = "url");
 
 // Percent-encodes everything but the unreserved characters A-Z a-z 0-9 - . _ ~
 // (RFC 3986), so the result is safe as one path segment or query value.
 std::string PercentEncode(std::string_view text);
 
+// How an https server is trusted.
+struct TlsOptions {
+  // A PEM file of the CA certificates to trust (a private CA) instead of the
+  // system's; empty: the system's.
+  std::string ca_file;
+  // What names ca_file in errors: "--ca-file" or "CHRONOQ_CA_FILE".
+  std::string ca_file_field = "ca-file";
+};
+
+// Whether `tls.ca_file` (if any) holds PEM certificates that can be trusted:
+// InvalidArgument naming tls.ca_file_field with the reason otherwise.
+Status CheckTlsOptions(const TlsOptions& tls);
+
 // Not thread-safe: one request at a time.
 class HttpClient {
  public:
   // Parses `base_url` (see ParseBaseUrl); does not connect yet. `timeout`
-  // bounds each Send() as a whole: connect, write and read.
-  static Result<std::unique_ptr<HttpClient>> Create(std::string_view base_url, Duration timeout);
+  // bounds each Send() as a whole: connect, TLS handshake, write and read.
+  // `tls` is used for an https URL (errors as CheckTlsOptions's).
+  static Result<std::unique_ptr<HttpClient>> Create(std::string_view base_url, Duration timeout,
+                                                    const TlsOptions& tls = {});
 
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
@@ -105,7 +123,9 @@ class HttpClient {
   // (Host, User-Agent and Content-Length are added). Any HTTP status is a
   // success here; errors mean no response arrived:
   //   Unavailable: cannot resolve, connect, write or read ("cannot connect to
-  //     127.0.0.1:7070: connection refused").
+  //     127.0.0.1:7070: connection refused"), or the TLS handshake failed
+  //     ("TLS handshake with 127.0.0.1:7070 failed: certificate verify
+  //     failed (unable to get local issuer certificate)").
   //   DeadlineExceeded: no complete response within the timeout.
   // A kept-alive connection that the server closed while idle is reopened
   // once, transparently: checked before the request is written, and, should
@@ -147,10 +167,12 @@ class MultiHttpClient {
   // Parses `urls`: one base URL, or several separated by commas (spaces
   // around each are dropped). Each is checked with ParseBaseUrl. Errors are
   // InvalidArgument naming `field`; with several URLs the message says which
-  // entry is bad ("--url: entry 2 (https://b:7070): https is not
-  // supported; use http://"), with one it is ParseBaseUrl's. Does not connect.
+  // entry is bad ("--url: entry 2 (ftp://b:7070): must start with http://
+  // or https://"), with one it is ParseBaseUrl's. `tls` is checked
+  // (CheckTlsOptions) and used for every https node. Does not connect.
   static Result<std::unique_ptr<MultiHttpClient>> Create(std::string_view urls, Duration timeout,
-                                                         std::string_view field = "url");
+                                                         std::string_view field = "url",
+                                                         TlsOptions tls = {});
 
   ~MultiHttpClient();
   MultiHttpClient(const MultiHttpClient&) = delete;
@@ -177,15 +199,17 @@ class MultiHttpClient {
   const std::vector<std::string>& urls() const { return urls_; }
   // The URL of the current node: the first request goes there.
   const std::string& current_url() const { return urls_[current_]; }
+  const TlsOptions& tls() const { return tls_; }
 
  private:
-  MultiHttpClient(std::vector<std::string> urls, Duration timeout);
+  MultiHttpClient(std::vector<std::string> urls, Duration timeout, TlsOptions tls);
   // The node's client, created on first use.
   Result<HttpClient*> Node(size_t i);
 
   const std::vector<std::string> urls_;
   std::vector<std::unique_ptr<HttpClient>> clients_;  // per URL; null until first tried
   Duration timeout_;
+  const TlsOptions tls_;
   size_t current_ = 0;  // index into urls_
   bool last_reached_node_ = false;
 };

@@ -1,6 +1,9 @@
 #include "server/http_server.h"
 
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -13,8 +16,13 @@
 #include "common/mutex.h"
 #include "server/ui.h"
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 namespace chronoq::server {
 
@@ -29,14 +37,17 @@ using tcp = asio::ip::tcp;
 using Executor = asio::io_context::executor_type;
 using Stream = beast::basic_stream<tcp, Executor, beast::unlimited_rate_policy>;
 using Socket = tcp::socket::rebind_executor<Executor>::other;
+// A TLS connection: OpenSSL over the same stream, its deadlines included.
+using TlsStream = beast::ssl_stream<Stream>;
 
 bool CrossSiteWrite(std::string_view method, std::string_view origin, std::string_view host,
-                    std::string_view fetch_site) {
+                    std::string_view fetch_site, bool tls) {
   if (method == "GET" || method == "HEAD" || method == "OPTIONS") return false;
   if (!fetch_site.empty() && fetch_site != "same-origin" && fetch_site != "none") return true;
   if (origin.empty()) return false;
   // "null" (a sandboxed frame, a file), or another scheme, host or port.
   for (std::string_view scheme : {"http://", "https://"}) {
+    if (tls && scheme == "http://") continue;  // a plain page is not chronoqd's on a TLS port
     if (origin.size() == scheme.size() + host.size() && origin.substr(0, scheme.size()) == scheme &&
         origin.substr(scheme.size()) == host) {
       return false;
@@ -47,6 +58,73 @@ bool CrossSiteWrite(std::string_view method, std::string_view origin, std::strin
 
 namespace {
 
+// What OpenSSL said, first cause first ("no start line (PEM lib)"), and its
+// error queue emptied.
+std::string OpenSslReason() {
+  std::string out;
+  int n = 0;
+  for (unsigned long error = ERR_get_error(); error != 0; error = ERR_get_error()) {
+    const char* reason = ERR_reason_error_string(error);
+    if (reason == nullptr) continue;
+    out += n == 0 ? reason : (n == 1 ? " (" : ", ") + std::string(reason);
+    ++n;
+  }
+  if (n > 1) out += ")";
+  return n == 0 ? "unknown OpenSSL error" : out;
+}
+
+// Readable, or an error naming `field` with the system's reason.
+Status CheckReadable(const std::string& path, std::string_view field) {
+  std::ifstream in(path);
+  if (!in) {
+    return Status::InvalidArgument(field, "cannot read " + path + ": " + std::strerror(errno));
+  }
+  return {};
+}
+
+// The server's TLS context from `options`' files: null without them (plain
+// HTTP). TLS 1.2 is the least version, whatever the system's OpenSSL
+// configuration says.
+Result<std::unique_ptr<asio::ssl::context>> MakeTlsContext(const ServerOptions& options) {
+  const std::string& cert = options.tls_cert_file;
+  const std::string& key = options.tls_key_file;
+  if (cert.empty() && key.empty()) return std::unique_ptr<asio::ssl::context>();
+  if (cert.empty() || key.empty()) {
+    return Status::InvalidArgument(cert.empty() ? "tls-cert" : "tls-key",
+                                   "--tls-cert and --tls-key go together: give both or neither");
+  }
+  CHRONOQ_RETURN_IF_ERROR(CheckReadable(cert, "tls-cert"));
+  CHRONOQ_RETURN_IF_ERROR(CheckReadable(key, "tls-key"));
+  auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  SSL_CTX* ctx = context->native_handle();
+  ERR_clear_error();
+  if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+    return Status::Internal("cannot require TLS 1.2: " + OpenSslReason());
+  }
+  // An encrypted key would make OpenSSL ask for its passphrase on the
+  // terminal; fail instead.
+  SSL_CTX_set_default_passwd_cb(ctx, [](char*, int, int, void*) { return 0; });
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1) {
+    return Status::InvalidArgument("tls-cert",
+                                   cert + " is not a PEM certificate: " + OpenSslReason());
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    const int reason = ERR_GET_REASON(ERR_peek_last_error());
+    const bool mismatch =
+        reason == X509_R_KEY_VALUES_MISMATCH || reason == X509_R_KEY_TYPE_MISMATCH;
+    return Status::InvalidArgument(
+        "tls-key", key +
+                       (mismatch ? " is not the key of the certificate in " + cert + ": "
+                                 : " is not an unencrypted PEM private key: ") +
+                       OpenSslReason());
+  }
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    return Status::InvalidArgument(
+        "tls-key", key + " is not the key of the certificate in " + cert + ": " + OpenSslReason());
+  }
+  return context;
+}
+
 // A header's value (by field or by name), empty when absent.
 template <class Name>
 std::string_view HeaderValue(const http::request<http::string_body>& req, Name name) {
@@ -55,23 +133,40 @@ std::string_view HeaderValue(const http::request<http::string_body>& req, Name n
   return {it->value().data(), it->value().size()};
 }
 
-class Session;
+// What Stop() needs of a connection, whatever its stream: one virtual call
+// per connection at shutdown, none per request.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // Closes the connection once the request in flight (if any) is answered.
+  virtual void Shutdown() = 0;
+};
 
 // What sessions share: options, the handler, and the registry Stop() walks.
 struct Shared {
   ServerOptions options;
   RequestHandler& handler;
   std::optional<TokenDigest> cluster_token;  // options.cluster_token's
+  std::unique_ptr<asio::ssl::context> tls;  // null: plain HTTP
   Mutex mu;
   std::condition_variable drained;
-  std::unordered_map<Session*, std::weak_ptr<Session>> sessions CHRONOQ_GUARDED_BY(mu);
+  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions CHRONOQ_GUARDED_BY(mu);
   bool stopping CHRONOQ_GUARDED_BY(mu) = false;
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+// One connection, over a plain Stream or a TlsStream: a template rather
+// than a virtual stream, so the plain path's reads and writes are direct
+// calls, as they were before TLS.
+template <class S>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<S>> {
  public:
-  Session(Socket socket, Shared& shared) : stream_(std::move(socket)), shared_(shared) {}
-  ~Session() {
+  static constexpr bool kTls = std::is_same_v<S, TlsStream>;
+  using std::enable_shared_from_this<Session<S>>::shared_from_this;
+  using std::enable_shared_from_this<Session<S>>::weak_from_this;
+
+  Session(Socket socket, Shared& shared)
+      : stream_(MakeStream(std::move(socket), shared)), shared_(shared) {}
+  ~Session() override {
     MutexLock lock(shared_.mu);
     shared_.sessions.erase(this);
     if (shared_.sessions.empty()) shared_.drained.notify_all();
@@ -84,12 +179,17 @@ class Session : public std::enable_shared_from_this<Session> {
       if (shared_.stopping) return false;
       shared_.sessions.emplace(this, weak_from_this());
     }
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->AwaitRequest(); });
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if constexpr (kTls) {
+        self->Handshake();
+      } else {
+        self->AwaitRequest();
+      }
+    });
     return true;
   }
 
-  // Closes the connection once the request in flight (if any) is answered.
-  void Shutdown() {
+  void Shutdown() override {
     asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
       self->stopping_ = true;
       if (!self->busy_) self->Close();
@@ -97,11 +197,35 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  static S MakeStream(Socket socket, Shared& shared) {
+    if constexpr (kTls) {
+      return S(std::move(socket), *shared.tls);
+    } else {
+      return S(std::move(socket));
+    }
+  }
+
+  // The TCP stream under TLS, or the stream itself: its deadline and socket.
+  Stream& Tcp() { return beast::get_lowest_layer(stream_); }
+
+  // The server's side of the TLS handshake, within the header timeout: a
+  // client that connects and says nothing, or speaks plain HTTP (not a TLS
+  // record), or offers only TLS 1.1 or older, is closed.
+  void Handshake() {
+    if (stopping_) return Close();
+    Tcp().expires_after(shared_.options.header_timeout);
+    stream_.async_handshake(asio::ssl::stream_base::server,
+                            [self = shared_from_this()](beast::error_code ec) {
+                              if (ec) return self->Close();
+                              self->AwaitRequest();
+                            });
+  }
+
   // Waits (up to the idle timeout) for the first bytes of the next request.
   void AwaitRequest() {
     if (stopping_) return Close();
     if (buffer_.size() > 0) return ReadHeader();  // a pipelined request
-    stream_.expires_after(shared_.options.idle_timeout);
+    Tcp().expires_after(shared_.options.idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this()](beast::error_code ec, size_t n) {
                               if (ec) return self->Close();
@@ -114,7 +238,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(shared_.options.max_header));
     parser_->body_limit(shared_.options.max_body);
-    stream_.expires_after(shared_.options.header_timeout);
+    Tcp().expires_after(shared_.options.header_timeout);
     http::async_read_header(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -133,7 +257,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (shared_.options.tokens != nullptr && !Public(req) && !Admitted(req)) return;
     if (CrossSiteWrite(std::string_view(req.method_string().data(), req.method_string().size()),
                        HeaderValue(req, http::field::origin), HeaderValue(req, http::field::host),
-                       HeaderValue(req, beast::string_view("Sec-Fetch-Site")))) {
+                       HeaderValue(req, beast::string_view("Sec-Fetch-Site")), kTls)) {
       return Reject(403, "forbidden",
                     "cross-site request refused: a page of another origin may not change "
                     "chronoqd's state (Origin and Sec-Fetch-Site)");
@@ -178,7 +302,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) return Close();
     busy_ = true;
-    stream_.expires_never();  // a long-polling claim may take its time
+    Tcp().expires_never();  // a long-polling claim may take its time
     auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
     ApiRequest request;
@@ -223,7 +347,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res->keep_alive(keep_alive_ && !stopping_);
     res->body() = std::move(r.Render());
     res->prepare_payload();
-    stream_.expires_after(shared_.options.idle_timeout);  // a reader too slow to drain
+    Tcp().expires_after(shared_.options.idle_timeout);  // a reader too slow to drain
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res](beast::error_code ec, size_t) {
                         self->busy_ = false;
@@ -239,8 +363,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // it finishes writing and reads the answer instead of a connection reset.
   void LingerClose() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(shared_.options.header_timeout);
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Tcp().expires_after(shared_.options.header_timeout);
     DiscardInput(0);
   }
 
@@ -249,19 +373,22 @@ class Session : public std::enable_shared_from_this<Session> {
     buffer_.consume(buffer_.size());
     stream_.async_read_some(buffer_.prepare(64 << 10),
                             [self = shared_from_this(), discarded](beast::error_code ec, size_t n) {
-                              if (ec || discarded + n > kMaxDiscard) return self->stream_.close();
+                              if (ec || discarded + n > kMaxDiscard) return self->Tcp().close();
                               self->buffer_.commit(n);
                               self->DiscardInput(discarded + n);
                             });
   }
 
+  // Over TLS too, the TCP connection is closed without waiting for the
+  // client's close_notify: every answer says its length, so a cut cannot
+  // pass for a whole one, and waiting would hold the connection's slot.
   void Close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.close();
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Tcp().close();
   }
 
-  Stream stream_;
+  S stream_;
   Shared& shared_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -286,6 +413,7 @@ class HttpServer::Impl {
   }
 
   Status Start() {
+    CHRONOQ_ASSIGN_OR_RETURN(shared_.tls, MakeTlsContext(shared_.options));
     const std::string where = shared_.options.host + ":" + std::to_string(shared_.options.port);
     beast::error_code ec;
     const auto address = asio::ip::make_address(shared_.options.host, ec);
@@ -310,7 +438,7 @@ class HttpServer::Impl {
   }
 
   void Stop(const std::function<void()>& before_wait) {
-    std::vector<std::shared_ptr<Session>> sessions;
+    std::vector<std::shared_ptr<SessionBase>> sessions;
     {
       MutexLock lock(shared_.mu);
       if (shared_.stopping) return;
@@ -387,7 +515,11 @@ class HttpServer::Impl {
       if (!ec) {
         beast::error_code ignored;
         s.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<Session>(std::move(s), shared_)->Start();
+        if (shared_.tls != nullptr) {
+          std::make_shared<Session<TlsStream>>(std::move(s), shared_)->Start();
+        } else {
+          std::make_shared<Session<Stream>>(std::move(s), shared_)->Start();
+        }
         return Accept();
       }
       // Out of descriptors (or memory), the waiting connection stays in the
@@ -412,6 +544,8 @@ class HttpServer::Impl {
   std::vector<std::thread> threads_;
   uint16_t port_ = 0;
 };
+
+Status CheckTls(const ServerOptions& options) { return MakeTlsContext(options).status(); }
 
 HttpServer::HttpServer(ServerOptions options, RequestHandler& handler)
     : impl_(std::make_unique<Impl>(std::move(options), handler)) {}

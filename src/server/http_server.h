@@ -7,6 +7,15 @@
 // Limits: headers are read within `header_timeout` once a request starts (a
 // slow client is dropped, not waited on), bodies above `max_body` get 413,
 // and an idle keep-alive connection is closed after `idle_timeout`.
+//
+// TLS: with a certificate and key (ServerOptions::tls_cert_file and
+// tls_key_file, chronoqd --tls-cert and --tls-key) every connection is TLS,
+// 1.2 or later, through OpenSSL; the handshake must end within
+// `header_timeout` of the connection, or it is closed, so a client that
+// connects and says nothing does not hold a connection slot; one that speaks
+// plain HTTP to it is closed. Without them the connections are plain HTTP,
+// served by the same code instantiated for a plain stream (no per-request
+// cost for the option).
 #pragma once
 
 #include <chrono>
@@ -43,16 +52,30 @@ struct ServerOptions {
   // limit, so that a flood of connections never leaves it without
   // descriptors for its store and webhooks. 0: no limit.
   size_t max_connections = 0;
+  // PEM files: the server's certificate (followed by any intermediate
+  // certificates) and its private key, not encrypted. Both set: TLS on every
+  // connection; both empty: plain HTTP.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
+
+// Whether the TLS files of `options` can serve: both or neither given, each
+// readable and PEM, the key the certificate's. Errors are InvalidArgument
+// naming the flag ("tls-cert" or "tls-key") and the reason, with OpenSSL's.
+// HttpServer::Start() checks the same; this lets chronoqd say so before it
+// opens its store.
+Status CheckTls(const ServerOptions& options);
 
 // Whether a request is a browser page of another origin trying to change
 // chronoqd's state (a cross-site request forgery, which a bearer token does
 // not stop when chronoqd has none): a method other than GET, HEAD or
 // OPTIONS whose Sec-Fetch-Site is not same-origin (another port of the same
-// host is "same-site"), or whose Origin is not this server's own
-// (http://<Host>). Clients that are not browsers send neither header.
+// host is "same-site"), or whose Origin is not this server's own: with `tls`
+// (chronoqd serves TLS itself) only https://<Host>; without, http://<Host>
+// or https://<Host> (a proxy in front of it may end TLS). Clients that are
+// not browsers send neither header.
 bool CrossSiteWrite(std::string_view method, std::string_view origin, std::string_view host,
-                    std::string_view fetch_site);
+                    std::string_view fetch_site, bool tls = false);
 
 class HttpServer {
  public:
@@ -61,7 +84,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds and starts the I/O threads; an error names the address.
+  // Loads the TLS files if any (errors as CheckTls's), binds and starts the
+  // I/O threads; an error names the address.
   Status Start();
   // The bound port (useful with port 0).
   uint16_t port() const;

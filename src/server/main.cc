@@ -2,7 +2,7 @@
 //
 //   chronoqd [--listen 127.0.0.1:7070] [--data ./data] [--token-file FILE]
 //            [--insecure-no-auth] [--log-format text|json] [--durability normal|full] [--threads 2]
-//            [--store postgresql://USER@HOST/DB?schema=NAME]
+//            [--store postgresql://USER@HOST/DB?schema=NAME] [--tls-cert FILE --tls-key FILE]
 //            [--cluster [--node-id ID] [--advertise http://HOST:PORT]
 //             [--cluster-token-file FILE] [--heartbeat-ms 500] [--lease-ms 3000]]
 //
@@ -18,6 +18,11 @@
 // --cluster makes this chronoqd one node of several on one PostgreSQL schema
 // (cluster/node.h): it leads or stands by, and answers every request either
 // way (docs/OPERATIONS.md, "Running a cluster").
+//
+// --tls-cert and --tls-key make every connection TLS (1.2 or later): the
+// listening line then says https://. Not with --cluster: a node forwards
+// requests to the leader over plain HTTP (cluster/forwarder.h), so the two
+// are refused together.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -360,6 +365,15 @@ int main(int argc, char** argv) {
       ->envname("CHRONOQ_STATS_INTERVAL_MS")
       ->check(CLI::Range(100, 600'000))
       ->capture_default_str();
+  std::string tls_cert;
+  std::string tls_key;
+  app.add_option("--tls-cert", tls_cert,
+                 "PEM file of the server's certificate (and any intermediates): serve TLS 1.2+ "
+                 "(https://) instead of plain HTTP; needs --tls-key")
+      ->envname("CHRONOQ_TLS_CERT");
+  app.add_option("--tls-key", tls_key,
+                 "PEM file of the certificate's private key, unencrypted; needs --tls-cert")
+      ->envname("CHRONOQ_TLS_KEY");
   bool cluster = false;
   std::string node_id;
   std::string advertise;
@@ -410,6 +424,17 @@ int main(int argc, char** argv) {
   if (Status s = LoadTokens(token_file, tokens); !s.ok()) return Fail(s);
   options.tokens = tokens.get();
   if (Status s = CheckExposure(options, insecure_no_auth); !s.ok()) return Fail(s);
+  options.tls_cert_file = tls_cert;
+  options.tls_key_file = tls_key;
+  if (Status s = server::CheckTls(options); !s.ok()) return Fail(s);
+  const bool tls = !tls_cert.empty();
+  if (tls && cluster) {
+    return Fail(Status::InvalidArgument(
+        "tls-cert",
+        "--tls-cert cannot be used with --cluster: the nodes forward requests to "
+        "the leader over plain HTTP (docs/OPERATIONS.md, \"TLS\")"));
+  }
+  const char* scheme = tls ? "https" : "http";
 
   // Signals are taken by sigwait below, never by a handler on a random thread.
   sigset_t signals;
@@ -464,10 +489,11 @@ int main(int argc, char** argv) {
   server::HttpServer http(options, api);
   if (Status s = http.Start(); !s.ok()) return Fail(s);
   const std::string where = store.empty() ? "data in " + data : "store " + Redacted(store);
-  std::printf("chronoqd listening on http://%s:%u (%s%s)\n", options.host.c_str(), http.port(),
-              where.c_str(), options.tokens == nullptr ? "" : ", bearer token required");
+  std::printf("chronoqd listening on %s://%s:%u (%s%s)\n", scheme, options.host.c_str(),
+              http.port(), where.c_str(), options.tokens == nullptr ? "" : ", bearer token required");
   std::fflush(stdout);
-  spdlog::info("chronoqd {} listening on {}:{}", CHRONOQ_VERSION, options.host, http.port());
+  spdlog::info("chronoqd {} listening on {}://{}:{}", CHRONOQ_VERSION, scheme, options.host,
+               http.port());
 
   const int sig = WaitForStop(signals, tokens.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");

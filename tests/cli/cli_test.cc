@@ -1038,7 +1038,10 @@ TEST_F(CliTest, BadCommandLinesExitTwoAndSendNothing) {
   ExpectUsageError({"queue", "set", "q", "--retention", "forever"}, "error: --retention:");
   ExpectUsageError({"queue"}, "A subcommand is required");
   ExpectUsageError({"--timeout", "0", "health"}, "error: --timeout: must be positive");
-  ExpectUsageError({"--url", "https://example.com", "health"}, "https is not supported");
+  ExpectUsageError({"--url", "ftp://example.com", "health"},
+                   "error: --url: must start with http:// or https://");
+  ExpectUsageError({"--ca-file", "/nonexistent/ca.pem", "health"},
+                   "error: --ca-file: cannot read /nonexistent/ca.pem");
 }
 
 TEST_F(CliTest, BadUrlFromTheEnvironmentNamesTheVariable) {
@@ -1074,10 +1077,17 @@ TEST(ParseBaseUrlTest, AcceptsHostsPortsAndPrefixes) {
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_EQ(u->host, "::1");
   EXPECT_EQ(u->Authority(), "[::1]:9000");
+  EXPECT_FALSE(u->tls);
+
+  u = ParseBaseUrl("https://chronoq.example/api");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_TRUE(u->tls);
+  EXPECT_EQ(u->Authority(), "chronoq.example:443");
+  EXPECT_EQ(u->prefix, "/api");
 }
 
 TEST(ParseBaseUrlTest, RejectsWhatItCannotUse) {
-  for (const char* bad : {"https://a", "ftp://a", "http://", "http://a:0", "http://a:65536",
+  for (const char* bad : {"https://", "ftp://a", "http://", "http://a:0", "http://a:65536",
                           "http://a:x", "http://u@a", "http://a/?q", "http://[::1"}) {
     SCOPED_TRACE(bad);
     Result<BaseUrl> u = ParseBaseUrl(bad, "--url");
@@ -1370,15 +1380,14 @@ TEST(MultiHttpClientTest, RefusesABadEntryNamingIt) {
     std::string message;
   };
   for (const Case& c : std::vector<Case>{
-           {"http://a:1,https://b:2",
-            "url: entry 2 (https://b:2): https is not supported; use "
-            "http://"},
+           {"http://a:1,ftp://b:2",
+            "url: entry 2 (ftp://b:2): must start with http:// or https://"},
            {"ftp://a,http://b:2", "url: entry 1 (ftp://a): must start with http://"},
            {"http://a:1,,http://b:2", "url: entry 2 is empty (URLs are separated by commas)"},
            {"http://a:1,", "url: entry 2 is empty (URLs are separated by commas)"},
            {"http://a:1,http://b:0", "url: entry 2 (http://b:0): the port must be a number"},
            // One URL: ParseBaseUrl's message, as before lists.
-           {"https://a", "url: https is not supported; use http://"},
+           {"ftp://a", "url: must start with http:// or https://"},
        }) {
     SCOPED_TRACE(c.urls);
     auto client = MultiHttpClient::Create(c.urls, std::chrono::seconds(1));
@@ -1423,8 +1432,8 @@ TEST_F(CliTest, EveryNodeUnavailableShowsTheLastServerError) {
 }
 
 TEST_F(CliTest, ABadUrlInTheListIsAUsageError) {
-  ExpectUsageError({"--url", server_.url() + ",https://b:7070", "health"},
-                   "error: --url: entry 2 (https://b:7070): https is not supported");
+  ExpectUsageError({"--url", server_.url() + ",http://b:0", "health"},
+                   "error: --url: entry 2 (http://b:0): the port must be a number");
   env_["CHRONOQ_URL"] = server_.url() + ",ftp://b";
   ExpectUsageError({"health"}, "error: CHRONOQ_URL: entry 2 (ftp://b): must start with http://");
 }

@@ -15,11 +15,8 @@
 
 #include "support/chronoqd_fixture.h"
 #include "support/eventually.h"
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
+#include "support/raw_connection.h"
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 namespace chronoq {
@@ -30,54 +27,6 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 constexpr const char* kIdleTimeout = "1000";  // --idle-timeout-ms
-
-// A raw TCP connection to chronoqd, closed with the object.
-class RawConnection {
- public:
-  explicit RawConnection(int port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  }
-  RawConnection(const RawConnection&) = delete;
-  RawConnection& operator=(const RawConnection&) = delete;
-  ~RawConnection() {
-    if (fd_ >= 0) close(fd_);
-  }
-  bool connected() const { return connected_; }
-
-  bool Write(std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t n = write(fd_, bytes.data(), bytes.size());
-      if (n <= 0) return false;
-      bytes.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-  // Everything chronoqd sends until it closes the connection (or resets it),
-  // waiting at most 30 s for each read: a server that neither answers nor
-  // closes fails the test instead of hanging it.
-  std::string ReadToClose() {
-    std::string out;
-    char buf[65536];
-    for (;;) {
-      pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
-      if (poll(&p, 1, 30'000) != 1) {
-        ADD_FAILURE() << "chronoqd neither answered nor closed within 30 s; read so far: " << out;
-        return out;
-      }
-      const ssize_t n = read(fd_, buf, sizeof buf);
-      if (n <= 0) return out;
-      out.append(buf, static_cast<size_t>(n));
-    }
-  }
-
- private:
-  int fd_;
-  bool connected_ = false;
-};
 
 // The status lines of the HTTP answers in `bytes`, in order.
 std::vector<std::string> StatusLines(const std::string& bytes) {
@@ -94,7 +43,7 @@ class HttpAbuseTest : public test::ChronoqdFixture {
   // Sends `bytes` on a new connection; returns all chronoqd answers before
   // it closes the connection.
   std::string Exchange(std::string_view bytes) {
-    RawConnection c(server_->port());
+    test::RawConnection c(server_->port());
     EXPECT_TRUE(c.connected());
     EXPECT_TRUE(c.Write(bytes));
     return c.ReadToClose();
@@ -192,10 +141,10 @@ TEST_F(HttpAbuseTest, TenThousandIdleConnectionsLeaveOthersServed) {
   const int wanted = static_cast<int>(std::min<rlim_t>(10'000, limit > 200 ? limit - 200 : 0));
   ASSERT_GE(wanted, 1000) << "the open-file limit (" << limit << ") is too low for this test";
   Launch();  // the default idle timeout (120 s): they stay open throughout
-  std::vector<std::unique_ptr<RawConnection>> idle;
+  std::vector<std::unique_ptr<test::RawConnection>> idle;
   idle.reserve(static_cast<size_t>(wanted));
   for (int i = 0; i < wanted; ++i) {
-    idle.push_back(std::make_unique<RawConnection>(server_->port()));
+    idle.push_back(std::make_unique<test::RawConnection>(server_->port()));
     ASSERT_TRUE(idle.back()->connected()) << "connection " << i;
   }
   // A new client is served, and one of the idle ones too.
@@ -226,8 +175,9 @@ TEST_F(HttpAbuseTest, AFloodOfConnectionsWaitsAtTheLimit) {
   ASSERT_THAT(server_->Start(), test::IsOk());
   auto before = Client();  // opened before the flood
   ASSERT_EQ(before->Send("GET", "/healthz", "", {})->status, 200);
-  std::vector<std::unique_ptr<RawConnection>> flood;
-  for (int i = 0; i < 300; ++i) flood.push_back(std::make_unique<RawConnection>(server_->port()));
+  std::vector<std::unique_ptr<test::RawConnection>> flood;
+  for (int i = 0; i < 300; ++i)
+    flood.push_back(std::make_unique<test::RawConnection>(server_->port()));
   EXPECT_TRUE(test::Eventually(
       [&] { return server_->LogTail(100'000).find("at the limit of 64") != std::string::npos; },
       "chronoqd to log that it reached its connection limit"));

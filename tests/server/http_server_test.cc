@@ -32,6 +32,17 @@ TEST(CrossSiteWriteTest, AnotherOriginMayNotWrite) {
   EXPECT_TRUE(CrossSiteWrite("POST", "http://127.0.0.1:70700", "127.0.0.1:7070", ""));
 }
 
+// Behind a proxy that ends TLS, the page is https:// while chronoqd is
+// plain; when chronoqd serves TLS itself, only an https:// page is its own.
+TEST(CrossSiteWriteTest, ATlsServersOwnOriginIsHttpsOnly) {
+  EXPECT_FALSE(CrossSiteWrite("POST", "https://127.0.0.1:7070", "127.0.0.1:7070", "", true));
+  EXPECT_TRUE(CrossSiteWrite("POST", "http://127.0.0.1:7070", "127.0.0.1:7070", "", true));
+  EXPECT_FALSE(CrossSiteWrite("POST", "", "127.0.0.1:7070", "", true));
+  EXPECT_TRUE(CrossSiteWrite("POST", "https://evil.example", "127.0.0.1:7070", "", true));
+  EXPECT_FALSE(CrossSiteWrite("POST", "https://127.0.0.1:7070", "127.0.0.1:7070", "", false));
+  EXPECT_FALSE(CrossSiteWrite("POST", "http://127.0.0.1:7070", "127.0.0.1:7070", "", false));
+}
+
 TEST(CrossSiteWriteTest, ReadsAreLeftToTheBrowsersSameOriginPolicy) {
   EXPECT_FALSE(CrossSiteWrite("GET", "http://evil.example", "127.0.0.1:7070", "cross-site"));
   EXPECT_FALSE(CrossSiteWrite("HEAD", "http://evil.example", "127.0.0.1:7070", "cross-site"));

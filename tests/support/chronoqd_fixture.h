@@ -56,9 +56,9 @@ class ChronoqdFixture : public ::testing::Test {
     });
     ASSERT_THAT(server_->Start(), IsOk());
   }
-  // A new connection to the running chronoqd.
+  // A new connection to the running chronoqd (trusting tls_ over https).
   std::unique_ptr<cli::HttpClient> Client() {
-    auto c = cli::HttpClient::Create(server_->url(), std::chrono::seconds(60));
+    auto c = cli::HttpClient::Create(server_->url(), std::chrono::seconds(60), tls_);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -80,6 +80,7 @@ class ChronoqdFixture : public ::testing::Test {
   std::optional<TestStore> store_;  // outlives server_
   std::unique_ptr<ChronoqdProcess> server_;
   std::unique_ptr<cli::HttpClient> client_;
+  cli::TlsOptions tls_;  // the CAs Client() trusts when chronoqd serves TLS
 };
 
 }  // namespace chronoq::test

@@ -30,12 +30,17 @@ Status ChronoqdProcess::Start() {
     o.stderr_file = options_.log;
   }
   CHRONOQ_ASSIGN_OR_RETURN(process_, Subprocess::Spawn(o));
-  // The first stdout line: "chronoqd listening on http://127.0.0.1:PORT (data in ...)".
+  // The first stdout line: "chronoqd listening on http://127.0.0.1:PORT (data in ...)",
+  // https:// with --tls-cert.
   Result<std::string> line =
       process_.ReadLine(Deadline(options_.start_timeout), "chronoqd's \"listening on\" line");
-  constexpr std::string_view kMarker = "http://127.0.0.1:";
-  const size_t at = line.ok() ? line->find(kMarker) : std::string::npos;
-  if (at != std::string::npos) port_ = std::atoi(line->c_str() + at + kMarker.size());
+  for (const std::string_view scheme : {"http", "https"}) {
+    const std::string marker = " " + std::string(scheme) + "://127.0.0.1:";
+    const size_t at = line.ok() ? line->find(marker) : std::string::npos;
+    if (at == std::string::npos) continue;
+    port_ = std::atoi(line->c_str() + at + marker.size());
+    scheme_ = scheme;
+  }
   if (port_ > 0) return {};
   const std::string why = line.ok() ? "chronoqd printed \"" + *line + "\" instead of its port"
                                     : line.status().message();

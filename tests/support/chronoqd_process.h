@@ -67,7 +67,8 @@ class ChronoqdProcess {
   bool running() const { return process_.running(); }
   pid_t pid() const { return process_.pid(); }
   int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // "http://127.0.0.1:PORT", or https:// when chronoqd serves TLS (--tls-cert).
+  std::string url() const { return scheme_ + "://127.0.0.1:" + std::to_string(port_); }
   // The last `max` bytes of the log file ("" without one).
   std::string LogTail(size_t max = 2000) const;
 
@@ -78,6 +79,7 @@ class ChronoqdProcess {
   const ChronoqdOptions options_;
   Subprocess process_;
   int port_ = 0;
+  std::string scheme_ = "http";  // as chronoqd's "listening on" line said
 };
 
 }  // namespace chronoq::test

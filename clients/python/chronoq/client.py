@@ -103,6 +103,9 @@ class Client:
         timeout: seconds to wait for each node's answer (long polls and lock
             waits add their wait to it).
         ssl_context: for https URLs, the TLS context (default: the system's).
+        ca_file: for https URLs, a PEM file of the CA certificates to trust
+            instead of the system's (a private CA); the server's certificate
+            and host name are checked as always. Not with ``ssl_context``.
 
     The client is thread-safe and keeps one keep-alive connection per thread
     and node.
@@ -136,11 +139,17 @@ class Client:
         token: Optional[str] = None,
         timeout: float = 30.0,
         ssl_context: Optional[ssl.SSLContext] = None,
+        ca_file: Optional[str] = None,
     ) -> None:
         if url is None:
             url = os.environ.get("CHRONOQ_URL") or DEFAULT_URL
         if token is None:
             token = os.environ.get("CHRONOQ_TOKEN") or None
+        if ca_file is not None:
+            if ssl_context is not None:
+                raise ValueError("give ca_file or ssl_context, not both")
+            # Raises OSError (FileNotFoundError, ssl.SSLError) naming what is wrong.
+            ssl_context = ssl.create_default_context(cafile=ca_file)
         self.urls: List[str] = parse_urls(url)
         self.timeout = timeout
         self._transport = Transport(self.urls, token, timeout, ssl_context)

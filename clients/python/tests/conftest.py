@@ -82,7 +82,7 @@ class Server:
                 line = self.lines.get(timeout=left)
             except queue.Empty:
                 continue
-            m = re.search(r"listening on (http://[0-9.]+:\d+)", line)
+            m = re.search(r"listening on (https?://[0-9.]+:\d+)", line)
             if m:
                 self.url = m.group(1)
 

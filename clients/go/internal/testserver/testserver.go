@@ -25,6 +25,20 @@ func DefaultBinary() string {
 	return filepath.Join(root, "build", "dev", "src", "server", "chronoqd")
 }
 
+// MakeCerts writes a throwaway CA and a server certificate it signed into
+// dir, with the checkout's tests/support/make-test-certs.sh: ca.pem,
+// server.pem and server.key (for chronoqd --tls-cert, --tls-key),
+// other-ca.pem (a CA that signed nothing) and other.key.
+func MakeCerts(dir string) error {
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "tests", "support", "make-test-certs.sh")
+	out, err := exec.Command("bash", script, dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("make-test-certs.sh: %v: %s", err, out)
+	}
+	return nil
+}
+
 // Main starts chronoqd, runs the package's tests with *server set to it,
 // stops it and exits with the tests' status: a test package's TestMain.
 func Main(m *testing.M, server **Server) {
@@ -41,7 +55,7 @@ func Main(m *testing.M, server **Server) {
 
 // Server is a running chronoqd.
 type Server struct {
-	// URL is the server's base URL (http://127.0.0.1:PORT).
+	// URL is the server's base URL (http://127.0.0.1:PORT; https:// with --tls-cert).
 	URL  string
 	cmd  *exec.Cmd
 	dir  string
@@ -51,7 +65,7 @@ type Server struct {
 	log strings.Builder
 }
 
-var listening = regexp.MustCompile(`listening on (http://[0-9.]+:\d+)`)
+var listening = regexp.MustCompile(`listening on (https?://[0-9.]+:\d+)`)
 
 // Start starts chronoqd ($CHRONOQD, else DefaultBinary) with --listen
 // 127.0.0.1:0 and waits up to 30 s for its "listening on" line.

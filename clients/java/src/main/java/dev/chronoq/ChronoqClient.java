@@ -4,15 +4,27 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.GeneralSecurityException;
+import java.security.KeyStore;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateException;
+import java.security.cert.CertificateFactory;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.TrustManagerFactory;
 
 /**
  * The chronoq client: every call of chronoqd's HTTP/JSON API.
@@ -40,7 +52,8 @@ public final class ChronoqClient implements AutoCloseable {
 
     private ChronoqClient(Builder b) {
         List<String> urls = b.urls.isEmpty() ? List.of("http://127.0.0.1:7070") : b.urls;
-        this.transport = new Transport(urls, b.token, b.timeout, b.connectTimeout, null);
+        SSLContext ssl = b.caFile != null ? trusting(b.caFile) : b.sslContext;
+        this.transport = new Transport(urls, b.token, b.timeout, b.connectTimeout, null, ssl);
     }
 
     /**
@@ -57,6 +70,8 @@ public final class ChronoqClient implements AutoCloseable {
         private String token;
         private Duration timeout = Duration.ofSeconds(30);
         private Duration connectTimeout = Duration.ofSeconds(5);
+        private Path caFile;
+        private SSLContext sslContext;
 
         /**
          * @param urls node URLs (each may also be a comma-separated list)
@@ -87,9 +102,52 @@ public final class ChronoqClient implements AutoCloseable {
          */
         public Builder connectTimeout(Duration connectTimeout) { this.connectTimeout = connectTimeout; return this; }
         /**
+         * Trusts, for https nodes, the CA certificates of a PEM file (a private CA) instead of the JDK's; the
+         * certificate's host name is checked as always. {@link #build()} throws {@link IllegalArgumentException}
+         * when the file cannot be read or holds no certificate. Not with {@link #sslContext}.
+         *
+         * @param caFile the PEM file of the CA certificates
+         * @return this
+         */
+        public Builder caFile(Path caFile) { this.caFile = caFile; return this; }
+        /**
+         * @param sslContext the TLS context of https nodes (default: the JDK's); not with {@link #caFile}
+         * @return this
+         */
+        public Builder sslContext(SSLContext sslContext) { this.sslContext = sslContext; return this; }
+        /**
          * @return the client
          */
-        public ChronoqClient build() { return new ChronoqClient(this); }
+        public ChronoqClient build() {
+            if (caFile != null && sslContext != null) throw new IllegalArgumentException("give caFile or sslContext, not both");
+            return new ChronoqClient(this);
+        }
+    }
+
+    /** A TLS context trusting only the CA certificates of the PEM file {@code caFile}. */
+    private static SSLContext trusting(Path caFile) {
+        Collection<? extends Certificate> certs;
+        try (InputStream in = Files.newInputStream(caFile)) {
+            certs = CertificateFactory.getInstance("X.509").generateCertificates(in);
+        } catch (IOException e) {
+            throw new IllegalArgumentException("caFile: cannot read " + caFile + ": " + e, e);
+        } catch (CertificateException e) {
+            throw new IllegalArgumentException("caFile: " + caFile + " holds no PEM certificate: " + e.getMessage(), e);
+        }
+        if (certs.isEmpty()) throw new IllegalArgumentException("caFile: " + caFile + " holds no PEM certificate");
+        try {
+            KeyStore trusted = KeyStore.getInstance(KeyStore.getDefaultType());
+            trusted.load(null, null);
+            int i = 0;
+            for (Certificate c : certs) trusted.setCertificateEntry("ca-" + i++, c);
+            TrustManagerFactory tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+            tmf.init(trusted);
+            SSLContext context = SSLContext.getInstance("TLS");
+            context.init(null, tmf.getTrustManagers(), null);
+            return context;
+        } catch (GeneralSecurityException | IOException e) {
+            throw new IllegalStateException("cannot build a TLS context trusting " + caFile + ": " + e, e);
+        }
     }
 
     /**

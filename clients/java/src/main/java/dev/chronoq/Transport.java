@@ -19,6 +19,9 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.Executor;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLHandshakeException;
+import javax.net.ssl.SSLParameters;
 
 /**
  * Sends requests to the nodes, moving to the next node on a connection failure or a 503, and
@@ -67,7 +70,8 @@ final class Transport {
     private final HttpClient http;
     private volatile int current;
 
-    Transport(List<String> urls, String token, Duration timeout, Duration connectTimeout, Executor executor) {
+    Transport(List<String> urls, String token, Duration timeout, Duration connectTimeout, Executor executor,
+              SSLContext ssl) {
         if (urls.isEmpty()) throw new IllegalArgumentException("no server URL given");
         List<String> list = new ArrayList<>();
         for (String u : urls) {
@@ -87,6 +91,9 @@ final class Transport {
         HttpClient.Builder b = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
                 .connectTimeout(connectTimeout);
         if (executor != null) b.executor(executor);
+        // TLS 1.2 or later; the JDK checks the certificate's host name.
+        if (ssl != null) b.sslContext(ssl);
+        b.sslParameters(new SSLParameters(null, new String[] {"TLSv1.3", "TLSv1.2"}));
         this.http = b.build();
     }
 
@@ -113,7 +120,9 @@ final class Transport {
 
     private static boolean notSent(Throwable e) {
         while (e instanceof CompletionException && e.getCause() != null) e = e.getCause();
+        // A failed TLS handshake: the request was never written.
         return e instanceof ConnectException || e instanceof HttpConnectTimeoutException
+                || e instanceof SSLHandshakeException
                 || e instanceof UnresolvedAddressException
                 || (e instanceof IOException && e.getCause() instanceof UnresolvedAddressException);
     }

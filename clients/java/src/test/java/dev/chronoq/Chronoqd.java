@@ -25,11 +25,11 @@ final class Chronoqd implements AutoCloseable {
     final int port;
     final String url;
 
-    private Chronoqd(Process process, Path data, int port) {
+    private Chronoqd(Process process, Path data, int port, boolean tls) {
         this.process = process;
         this.data = data;
         this.port = port;
-        this.url = "http://127.0.0.1:" + port;
+        this.url = (tls ? "https" : "http") + "://127.0.0.1:" + port;
     }
 
     static String binary() {
@@ -76,13 +76,17 @@ final class Chronoqd implements AutoCloseable {
         pb.redirectError(data.resolve("stderr.log").toFile());
         Process p = pb.start();
         CountDownLatch ready = new CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicBoolean tls = new java.util.concurrent.atomic.AtomicBoolean();
         StringBuilder seen = new StringBuilder();
         Thread reader = new Thread(() -> {
             try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
                 String line;
                 while ((line = r.readLine()) != null) {
                     synchronized (seen) { if (seen.length() < 4000) seen.append(line).append('\n'); }
-                    if (line.contains("listening on")) ready.countDown();
+                    if (line.contains("listening on")) {
+                        tls.set(line.contains("listening on https://")); // chronoqd --tls-cert
+                        ready.countDown();
+                    }
                 }
             } catch (IOException ignored) {
                 // process gone
@@ -96,7 +100,7 @@ final class Chronoqd implements AutoCloseable {
             throw new IllegalStateException("chronoqd did not say 'listening on' within " + DEADLINE
                     + "; stdout: " + seen + " stderr: " + err);
         }
-        return new Chronoqd(p, data, port);
+        return new Chronoqd(p, data, port, tls.get());
     }
 
     ChronoqClient client() {
