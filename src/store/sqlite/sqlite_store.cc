@@ -421,10 +421,12 @@ Status Exec(sqlite3* db, const char* sql) {
   return {};
 }
 
-Result<sqlite3*> OpenConnection(const std::string& path, bool writer) {
+// `vfs`: SqliteOptions::vfs (empty: the default).
+Result<sqlite3*> OpenConnection(const std::string& path, bool writer, const std::string& vfs) {
   sqlite3* db = nullptr;
   const int flags = writer ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READWRITE;
-  if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX,
+                      vfs.empty() ? nullptr : vfs.c_str()) != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     return Status::Unavailable("cannot open " + path + ": " + msg);
@@ -451,14 +453,14 @@ class SqliteStore final : public Store {
     if (lock_fd_ >= 0) close(lock_fd_);  // releases the lock
   }
 
-  Status Open(const std::string& path, Durability durability) {
+  Status Open(const std::string& path, Durability durability, const std::string& vfs) {
     std::error_code ec;
     const auto dir = std::filesystem::path(path).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir, ec);
     if (ec) return Status::Unavailable("cannot create " + dir.string() + ": " + ec.message());
 
     CHRONOQ_RETURN_IF_ERROR(LockExclusively(path));
-    CHRONOQ_ASSIGN_OR_RETURN(writer_, OpenConnection(path, /*writer=*/true));
+    CHRONOQ_ASSIGN_OR_RETURN(writer_, OpenConnection(path, /*writer=*/true, vfs));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, "PRAGMA journal_mode=WAL"));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, durability == Durability::kFull
                                               ? "PRAGMA synchronous=FULL"
@@ -469,9 +471,9 @@ class SqliteStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kSchema));
     CHRONOQ_RETURN_IF_ERROR(Migrate());
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kKeyIndexes));
-    CHRONOQ_ASSIGN_OR_RETURN(reader_, OpenConnection(path, /*writer=*/false));
+    CHRONOQ_ASSIGN_OR_RETURN(reader_, OpenConnection(path, /*writer=*/false, vfs));
     CHRONOQ_RETURN_IF_ERROR(Exec(reader_, "PRAGMA query_only=1"));
-    CHRONOQ_ASSIGN_OR_RETURN(checkpoint_db_, OpenConnection(path, /*writer=*/false));
+    CHRONOQ_ASSIGN_OR_RETURN(checkpoint_db_, OpenConnection(path, /*writer=*/false, vfs));
     CHRONOQ_RETURN_IF_ERROR(Exec(checkpoint_db_, kJournalSizeLimit));
     // Replaces SQLite's automatic checkpoint on the writer.
     sqlite3_wal_hook(writer_, &SqliteStore::OnWalCommit, this);
@@ -1504,7 +1506,7 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const SqliteOptions& options) {
   static std::once_flag config_once;
   std::call_once(config_once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   auto store = std::make_unique<SqliteStore>(options.tuning);
-  CHRONOQ_RETURN_IF_ERROR(store->Open(options.path, options.durability));
+  CHRONOQ_RETURN_IF_ERROR(store->Open(options.path, options.durability, options.vfs));
   return std::unique_ptr<Store>(std::move(store));
 }
 
