@@ -410,13 +410,12 @@ Result<std::optional<T>> QueryOne(Stmt& stmt, sqlite3* db, std::string_view what
   return out;
 }
 
+// Runs `sql` (any number of statements). Its error is classified as
+// SqlError does: a disk that fails while the store opens (EIO, ENOSPC) is
+// Unavailable, as it is for any later statement, not Internal.
 Status Exec(sqlite3* db, const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return Status::Internal(std::string("sqlite: ") + msg + " in " +
-                            std::string(sql).substr(0, 60));
+  if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return SqlError(db, std::string(sql).substr(0, 60));
   }
   return {};
 }
