@@ -4,11 +4,13 @@
 // workload is core/engine_fault_sweep_test.cc.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "store/sqlite/sqlite_store.h"
+#include "store/store_test_util.h"
 #include "support/faulty_vfs.h"
 #include "support/raw_sql.h"
 #include "support/temp_dir.h"
@@ -59,6 +61,63 @@ TEST_F(SqliteFaultTest, ADiskThatFailsWhileTheStoreOpensIsUnavailable) {
     store = Open(/*through_vfs=*/true);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
   }
+}
+
+// SQLite rolls a transaction back by itself when a statement in it fails
+// with an I/O error; the statements after it must not commit one by one.
+TEST_F(SqliteFaultTest, AStatementAfterSQLiteRolledTheTransactionBackIsRefused) {
+  // A file larger than what one statement reads, opened cold: the inserts
+  // below read index pages from the disk.
+  {
+    Result<std::unique_ptr<Store>> store = Open(/*through_vfs=*/false);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    Store& s = **store;
+    ASSERT_TRUE(s.Begin().ok());
+    Result<int64_t> qid = s.QueueId("q");
+    ASSERT_TRUE(qid.ok()) << qid.status().ToString();
+    for (int64_t seq = 1; seq <= 2000; ++seq) {
+      TaskRow row = test::Scheduled(seq, *qid, test::kNow);
+      row.name = "task:" + std::to_string(seq * 7919 % 2000);
+      ASSERT_TRUE(s.Insert(row).ok());
+    }
+    ASSERT_TRUE(s.Commit().ok());
+  }
+  Result<std::unique_ptr<Store>> store = Open(/*through_vfs=*/true);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Store& s = **store;
+  Result<int64_t> qid = s.QueueId("q");
+  ASSERT_TRUE(qid.ok());
+  auto row = [&](int64_t seq, const std::string& name) {
+    TaskRow r = test::Scheduled(seq, *qid, test::kNow);
+    r.name = name;
+    return r;
+  };
+  ASSERT_TRUE(s.Begin().ok());
+  ASSERT_TRUE(s.Insert(row(3001, "before")).ok());
+  FaultyVfs& vfs = FaultyVfs::Get();
+  vfs.ResetCounts();
+  vfs.Arm(VfsOp::kRead, 1, VfsFault::kIoError, /*sticky=*/false);
+  Result<bool> failed = s.Insert(row(3002, "task:999x"));
+  ASSERT_EQ(vfs.faults(), 1) << "the insert read nothing from the disk";
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable) << failed.status().ToString();
+  // The disk works again, but the transaction is gone: what follows in it
+  // must fail too, and not commit on its own.
+  Result<bool> after = s.Insert(row(3003, "after"));
+  EXPECT_EQ(after.status().code(), StatusCode::kUnavailable) << after.status().ToString();
+  Status commit = s.Commit();
+  EXPECT_EQ(commit.code(), StatusCode::kUnavailable) << commit.ToString();
+  EXPECT_NE(commit.message().find("disk I/O error"), std::string::npos) << commit.ToString();
+  s.Rollback();
+  // The next transaction works.
+  ASSERT_TRUE(s.Begin().ok());
+  ASSERT_TRUE(s.Insert(row(3004, "next")).ok());
+  ASSERT_TRUE(s.Commit().ok());
+  store->reset();
+  const std::string names =
+      test::QueryText(path_, "SELECT group_concat(name) FROM tasks WHERE seq > 3000 ORDER BY seq");
+  EXPECT_EQ(names, "next") << "nothing of the failed transaction is visible";
+  EXPECT_EQ(test::QueryText(path_, "PRAGMA integrity_check"), "ok");
 }
 
 }  // namespace
