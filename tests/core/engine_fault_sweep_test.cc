@@ -5,8 +5,8 @@
 // through the faulty VFS (support/faulty_vfs.h) to count its reads, writes
 // and syncs, then once per operation k and fault, with the k-th operation
 // failing. For each run:
-//  - every call succeeds or answers Unavailable (never another error, never
-//    a crash);
+//  - every call succeeds or answers Unavailable with reason store_unavailable
+//    (never another error, never a crash);
 //  - once the disk works again, the same engine goes on: everything the store
 //    holds as scheduled or running is claimed and acknowledged (so memory did
 //    not lose or invent a task), and a new enqueue, claim and ack work;
@@ -84,7 +84,9 @@ struct Outcomes {
 
   void Note(const std::string& step, const Status& s) {
     calls.emplace(step, s);
-    if (!s.ok() && s.code() != StatusCode::kUnavailable) {
+    // Unavailable, and for the store: 503 store_unavailable.
+    if (!s.ok() &&
+        (s.code() != StatusCode::kUnavailable || s.reason() != StatusReason::kStoreUnavailable)) {
       unexpected.push_back(step + ": " + s.ToString());
     }
   }

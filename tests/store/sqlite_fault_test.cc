@@ -24,6 +24,7 @@ using test::VfsOp;
 
 class SqliteFaultTest : public ::testing::Test {
  protected:
+  SqliteFaultTest() { FaultyVfs::Get().ResetCounts(); }  // registers the VFS
   ~SqliteFaultTest() override { FaultyVfs::Get().Disarm(); }
 
   Result<std::unique_ptr<Store>> Open(bool through_vfs) {
@@ -108,6 +109,7 @@ TEST_F(SqliteFaultTest, AStatementAfterSQLiteRolledTheTransactionBackIsRefused) 
   Status commit = s.Commit();
   EXPECT_EQ(commit.code(), StatusCode::kUnavailable) << commit.ToString();
   EXPECT_NE(commit.message().find("disk I/O error"), std::string::npos) << commit.ToString();
+  EXPECT_EQ(commit.reason(), StatusReason::kStoreUnavailable) << commit.ToString();
   s.Rollback();
   // The next transaction works.
   ASSERT_TRUE(s.Begin().ok());
@@ -118,6 +120,32 @@ TEST_F(SqliteFaultTest, AStatementAfterSQLiteRolledTheTransactionBackIsRefused) 
       test::QueryText(path_, "SELECT group_concat(name) FROM tasks WHERE seq > 3000 ORDER BY seq");
   EXPECT_EQ(names, "next") << "nothing of the failed transaction is visible";
   EXPECT_EQ(test::QueryText(path_, "PRAGMA integrity_check"), "ok");
+}
+
+// chronoqd answers it 503 store_unavailable (not 503 unavailable, which
+// means it is stopping), with SQLite's words for it.
+TEST_F(SqliteFaultTest, AFullDiskIsAStoreThatIsUnavailableUntilItHasSpaceAgain) {
+  Result<std::unique_ptr<Store>> store = Open(/*through_vfs=*/true);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Store& s = **store;
+  ASSERT_TRUE(s.Begin().ok());
+  Result<int64_t> qid = s.QueueId("q");
+  ASSERT_TRUE(qid.ok());
+  ASSERT_TRUE(s.Insert(test::Scheduled(1, *qid, test::kNow)).ok());
+  FaultyVfs& vfs = FaultyVfs::Get();
+  vfs.ResetCounts();
+  vfs.Arm(VfsOp::kWrite, 1, VfsFault::kDiskFull, /*sticky=*/true);
+  Status commit = s.Commit();
+  EXPECT_EQ(commit.code(), StatusCode::kUnavailable) << commit.ToString();
+  EXPECT_EQ(commit.reason(), StatusReason::kStoreUnavailable) << commit.ToString();
+  EXPECT_NE(commit.message().find("disk is full"), std::string::npos) << commit.ToString();
+  s.Rollback();
+  vfs.Disarm();
+  ASSERT_TRUE(s.Begin().ok());
+  ASSERT_TRUE(s.Insert(test::Scheduled(2, *qid, test::kNow)).ok());
+  EXPECT_TRUE(s.Commit().ok());
+  store->reset();
+  EXPECT_EQ(test::QueryText(path_, "SELECT group_concat(seq) FROM tasks"), "2");
 }
 
 }  // namespace

@@ -280,8 +280,11 @@ Status SqlError(sqlite3* db, std::string_view what) {
   const int code = sqlite3_errcode(db);
   std::string msg = std::string(what) + ": " + sqlite3_errmsg(db);
   if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) return {StatusCode::kDataLoss, msg};
+  // The disk failed or filled up, or another process holds the file: the
+  // store cannot take writes now and may again later (chronoqd: 503
+  // store_unavailable, as for a PostgreSQL server that cannot be reached).
   if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_BUSY || code == SQLITE_LOCKED) {
-    return Status::Unavailable(msg);
+    return {StatusCode::kUnavailable, std::move(msg), {}, StatusReason::kStoreUnavailable};
   }
   return Status::Internal(msg);
 }
@@ -372,7 +375,8 @@ class Stmt {
   }
   // The error of a statement of `txn` after SQLite rolled it back.
   static Status TxnError(const Txn& txn, std::string_view what) {
-    return {txn.lost.code(), std::string(what) + ": " + txn.lost.message()};
+    return {txn.lost.code(), std::string(what) + ": " + txn.lost.message(), {},
+            txn.lost.reason()};
   }
   // Runs a statement that returns no rows.
   Status Run(std::string_view what) {
