@@ -139,8 +139,15 @@ std::vector<std::string_view> SplitPath(std::string_view path) {
 void Api::Health(const Respond& respond) {
   const EngineStats stats = engine_.Stats();
   if (stats.store_up) return respond(JsonResponse(200, R"({"status":"ok","store":"up"})"));
+  // The last commit failed. A store that still answers reads is degraded
+  // (SQLite on a full or failing disk: reads are served, writes are not);
+  // one that answers nothing is down (PostgreSQL out of reach). One read of
+  // a task that does not exist tells them apart.
+  const Status read = engine_.Get("healthz-probe").status();
+  const bool reads = read.ok() || read.code() == StatusCode::kNotFound;
   // The error in the API's error form, so that any client shows it.
-  std::string body = R"({"status":"unavailable","store":"down",)";
+  std::string body = reads ? R"({"status":"degraded","store":"degraded",)"
+                           : R"({"status":"unavailable","store":"down",)";
   body += ErrorBody("store_unavailable", Status::Unavailable(stats.store_error)).substr(1);
   respond(JsonResponse(503, std::move(body)));
 }

@@ -152,7 +152,9 @@ class Api final : public RequestHandler {
   void Metrics(const Respond& respond);
   // GET /healthz: 200 {"status":"ok","store":"up"}, or 503
   // {"status":"unavailable","store":"down","error":{"code":"store_unavailable",
-  // "message":...}} while the store cannot be reached (EngineStats::store_up).
+  // "message":...}} while the store cannot be reached (EngineStats::store_up),
+  // or 503 with "status" and "store" "degraded" while its writes fail but
+  // it answers reads (a full disk under SQLite).
   void Health(const Respond& respond);
   // api_schedules.cc
   void CreateSchedule(const std::string& body, const Respond& respond);

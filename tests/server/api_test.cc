@@ -2,6 +2,9 @@
 // clock: every endpoint, its status codes, and every class of bad input.
 #include "server/api.h"
 
+#include <future>
+#include <memory>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -9,6 +12,7 @@
 #include "chronoq/time.h"
 
 #include "server/api_fixture.h"
+#include "support/faulty_engine_fixture.h"
 
 namespace chronoq::server {
 namespace {
@@ -412,6 +416,54 @@ TEST_F(ApiTest, HealthVersionAndCounters) {
   Call("GET", "/v1/nothing");
   EXPECT_EQ(api_->counters().requests.load(), 3u);
   EXPECT_EQ(api_->counters().client_errors.load(), 1u);
+}
+
+// /healthz while commits fail: "degraded" while reads are still served (a
+// full disk under SQLite), "down" when they fail too (PostgreSQL out of
+// reach), "up" again after the next commit.
+class ApiHealthTest : public test::FaultyEngineFixture {
+ protected:
+  void SetUp() override {
+    FaultyEngineFixture::SetUp();
+    api_ = std::make_unique<server::Api>(*engine_, clock_, [](std::function<void()> fn) { fn(); });
+  }
+  void TearDown() override { api_.reset(); }
+  server::ApiResponse Call(std::string method, std::string target, std::string body = "") {
+    auto promise = std::make_shared<std::promise<server::ApiResponse>>();
+    std::future<server::ApiResponse> answer = promise->get_future();
+    api_->Handle({method, target, std::move(body)}, [promise](server::ApiResponse r) {
+      r.Render();
+      promise->set_value(std::move(r));
+    });
+    return test::GetWithin(std::move(answer), "the answer to " + method + " " + target);
+  }
+
+  std::unique_ptr<server::Api> api_;
+};
+
+TEST_F(ApiHealthTest, DegradedWhileOnlyWritesFailDownWhileReadsFailToo) {
+  const std::string task = R"({"queue":"q"})";
+  store_->FailNextCommits(1);
+  server::ApiResponse enqueue = Call("POST", "/v1/tasks", task);
+  EXPECT_EQ(enqueue.status, 503) << enqueue.body;
+  server::ApiResponse health = Call("GET", "/healthz");
+  EXPECT_EQ(health.status, 503) << health.body;
+  json j = json::parse(health.body);
+  EXPECT_EQ(j["status"], "degraded") << health.body;
+  EXPECT_EQ(j["store"], "degraded") << health.body;
+  EXPECT_EQ(j["error"]["code"], "store_unavailable") << health.body;
+  EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr("injected commit failure"));
+
+  store_->FailReads(true);
+  j = json::parse(Call("GET", "/healthz").body);
+  EXPECT_EQ(j["store"], "down") << j.dump();
+  EXPECT_EQ(j["status"], "unavailable") << j.dump();
+
+  store_->FailReads(false);
+  EXPECT_EQ(Call("POST", "/v1/tasks", task).status, 201);
+  health = Call("GET", "/healthz");
+  EXPECT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(json::parse(health.body)["store"], "up") << health.body;
 }
 
 TEST_F(ApiTest, QueueSettingsPauseAndResume) {

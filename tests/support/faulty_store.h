@@ -26,6 +26,9 @@ class FaultyStore final : public Store {
   // itself goes on and commits).
   void FailNextClaims(int n) { fail_claims_ = n; }
   int failed_commits() const { return failed_; }
+  // While set, the reads of single tasks (ReadBySeq, ReadByName) fail with
+  // Unavailable, as when the store's server cannot be reached.
+  void FailReads(bool fail) { fail_reads_ = fail; }
 
   Status Commit() override {
     if (fail_commits_.load() > 0) {
@@ -139,8 +142,12 @@ class FaultyStore final : public Store {
     return inner_->PurgeFinished(before, limit);
   }
   Result<std::optional<Timestamp>> NextPurgeDue() override { return inner_->NextPurgeDue(); }
-  Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) override { return inner_->ReadBySeq(seq); }
+  Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) override {
+    if (fail_reads_.load()) return Status::Unavailable("injected read failure");
+    return inner_->ReadBySeq(seq);
+  }
   Result<std::optional<ReadRow>> ReadByName(const std::string& name) override {
+    if (fail_reads_.load()) return Status::Unavailable("injected read failure");
     return inner_->ReadByName(name);
   }
   Result<std::vector<ReadRow>> List(const ListQuery& q) override { return inner_->List(q); }
@@ -177,6 +184,7 @@ class FaultyStore final : public Store {
   std::atomic<int> fail_begins_{0};
   std::atomic<int> fail_claims_{0};
   std::atomic<int> failed_{0};
+  std::atomic<bool> fail_reads_{false};
 };
 
 }  // namespace chronoq::test

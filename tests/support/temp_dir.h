@@ -14,10 +14,12 @@ namespace chronoq::test {
 
 class TempDir {
  public:
-  TempDir() {
+  TempDir() : TempDir(std::filesystem::temp_directory_path()) {}
+  // A directory under `parent` (e.g. /dev/shm, for a test that fsyncs often).
+  explicit TempDir(const std::filesystem::path& parent) {
     static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("chronoq-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    path_ =
+        parent / ("chronoq-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

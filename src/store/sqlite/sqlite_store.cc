@@ -280,11 +280,31 @@ Status SqlError(sqlite3* db, std::string_view what) {
   const int code = sqlite3_errcode(db);
   std::string msg = std::string(what) + ": " + sqlite3_errmsg(db);
   if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) return {StatusCode::kDataLoss, msg};
+  // The disk failed or filled up, or another process holds the file: the
+  // store cannot take writes now and may again later (chronoqd: 503
+  // store_unavailable, as for a PostgreSQL server that cannot be reached).
   if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_BUSY || code == SQLITE_LOCKED) {
-    return Status::Unavailable(msg);
+    return {StatusCode::kUnavailable, std::move(msg), {}, StatusReason::kStoreUnavailable};
   }
   return Status::Internal(msg);
 }
+
+// The writer's transaction, between Store::Begin() and Commit() or
+// Rollback(). After some errors inside a transaction (an I/O error, a full
+// disk: SQLITE_IOERR, SQLITE_FULL, SQLITE_NOMEM) SQLite rolls the whole
+// transaction back by itself and returns to autocommit. The engine does not
+// know that: it goes on with the rest of its cycle, and each statement after
+// the error would commit on its own, so that some operations of a cycle that
+// answers "failed" would be durable, and the final COMMIT would fail with
+// "no transaction is active", an Internal error (a 500). So once SQLite has
+// rolled back, every later writer statement of the transaction is refused
+// with the error that ended it, and so is the COMMIT: the whole cycle fails,
+// as it does on PostgreSQL, where an aborted transaction ignores everything
+// until its end.
+struct Txn {
+  bool open = false;
+  Status lost;  // the error after which SQLite rolled the transaction back
+};
 
 // A prepared statement that is reset (not finalized) between uses.
 class Stmt {
@@ -292,11 +312,14 @@ class Stmt {
   Stmt() = default;
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
-  Stmt(Stmt&& o) noexcept : db_(o.db_), s_(std::exchange(o.s_, nullptr)) {}
+  Stmt(Stmt&& o) noexcept : db_(o.db_), txn_(o.txn_), s_(std::exchange(o.s_, nullptr)) {}
   ~Stmt() { sqlite3_finalize(s_); }
 
-  Status Prepare(sqlite3* db, const std::string& sql) {
+  // `txn`: the writer's transaction, for a statement that runs inside it
+  // (see Txn); nullptr for readers and for BEGIN, COMMIT and ROLLBACK.
+  Status Prepare(sqlite3* db, const std::string& sql, Txn* txn = nullptr) {
     db_ = db;
+    txn_ = txn;
     if (sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &s_, nullptr) !=
         SQLITE_OK) {
       return SqlError(db, "prepare " + sql.substr(0, 60));
@@ -335,13 +358,31 @@ class Stmt {
     return *this;
   }
 
-  // SQLITE_ROW, SQLITE_DONE, or an error code (also set on db).
-  int Step() { return sqlite3_step(s_); }
+  // SQLITE_ROW, SQLITE_DONE, or an error code (Error() says which).
+  int Step() {
+    if (txn_ != nullptr && !txn_->lost.ok()) return SQLITE_ABORT;  // not run: see Txn
+    const int rc = sqlite3_step(s_);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE && txn_ != nullptr && txn_->open &&
+        sqlite3_get_autocommit(db_)) {
+      txn_->lost = SqlError(db_, "the transaction was rolled back");
+    }
+    return rc;
+  }
+  // The error of the last Step().
+  Status Error(std::string_view what) const {
+    if (txn_ != nullptr && !txn_->lost.ok()) return TxnError(*txn_, what);
+    return SqlError(db_, what);
+  }
+  // The error of a statement of `txn` after SQLite rolled it back.
+  static Status TxnError(const Txn& txn, std::string_view what) {
+    return {txn.lost.code(), std::string(what) + ": " + txn.lost.message(), {},
+            txn.lost.reason()};
+  }
   // Runs a statement that returns no rows.
   Status Run(std::string_view what) {
     const int rc = Step();
     sqlite3_reset(s_);
-    if (rc != SQLITE_DONE) return SqlError(db_, what);
+    if (rc != SQLITE_DONE) return Error(what);
     return {};
   }
 
@@ -389,19 +430,20 @@ class Stmt {
 
  private:
   sqlite3* db_ = nullptr;
+  Txn* txn_ = nullptr;
   sqlite3_stmt* s_ = nullptr;
 };
 
 // Runs `stmt` expecting at most one row; `read` converts it.
 template <typename T, typename F>
-Result<std::optional<T>> QueryOne(Stmt& stmt, sqlite3* db, std::string_view what, F read) {
+Result<std::optional<T>> QueryOne(Stmt& stmt, std::string_view what, F read) {
   const int rc = stmt.Step();
   if (rc == SQLITE_DONE) {
     stmt.Reset();
     return std::optional<T>();
   }
   if (rc != SQLITE_ROW) {
-    Status s = SqlError(db, what);
+    Status s = stmt.Error(what);
     stmt.Reset();
     return s;
   }
@@ -410,21 +452,22 @@ Result<std::optional<T>> QueryOne(Stmt& stmt, sqlite3* db, std::string_view what
   return out;
 }
 
+// Runs `sql` (any number of statements). Its error is classified as
+// SqlError does: a disk that fails while the store opens (EIO, ENOSPC) is
+// Unavailable, as it is for any later statement, not Internal.
 Status Exec(sqlite3* db, const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return Status::Internal(std::string("sqlite: ") + msg + " in " +
-                            std::string(sql).substr(0, 60));
+  if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return SqlError(db, std::string(sql).substr(0, 60));
   }
   return {};
 }
 
-Result<sqlite3*> OpenConnection(const std::string& path, bool writer) {
+// `vfs`: SqliteOptions::vfs (empty: the default).
+Result<sqlite3*> OpenConnection(const std::string& path, bool writer, const std::string& vfs) {
   sqlite3* db = nullptr;
   const int flags = writer ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READWRITE;
-  if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX,
+                      vfs.empty() ? nullptr : vfs.c_str()) != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     return Status::Unavailable("cannot open " + path + ": " + msg);
@@ -451,14 +494,14 @@ class SqliteStore final : public Store {
     if (lock_fd_ >= 0) close(lock_fd_);  // releases the lock
   }
 
-  Status Open(const std::string& path, Durability durability) {
+  Status Open(const std::string& path, Durability durability, const std::string& vfs) {
     std::error_code ec;
     const auto dir = std::filesystem::path(path).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir, ec);
     if (ec) return Status::Unavailable("cannot create " + dir.string() + ": " + ec.message());
 
     CHRONOQ_RETURN_IF_ERROR(LockExclusively(path));
-    CHRONOQ_ASSIGN_OR_RETURN(writer_, OpenConnection(path, /*writer=*/true));
+    CHRONOQ_ASSIGN_OR_RETURN(writer_, OpenConnection(path, /*writer=*/true, vfs));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, "PRAGMA journal_mode=WAL"));
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, durability == Durability::kFull
                                               ? "PRAGMA synchronous=FULL"
@@ -469,9 +512,9 @@ class SqliteStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kSchema));
     CHRONOQ_RETURN_IF_ERROR(Migrate());
     CHRONOQ_RETURN_IF_ERROR(Exec(writer_, kKeyIndexes));
-    CHRONOQ_ASSIGN_OR_RETURN(reader_, OpenConnection(path, /*writer=*/false));
+    CHRONOQ_ASSIGN_OR_RETURN(reader_, OpenConnection(path, /*writer=*/false, vfs));
     CHRONOQ_RETURN_IF_ERROR(Exec(reader_, "PRAGMA query_only=1"));
-    CHRONOQ_ASSIGN_OR_RETURN(checkpoint_db_, OpenConnection(path, /*writer=*/false));
+    CHRONOQ_ASSIGN_OR_RETURN(checkpoint_db_, OpenConnection(path, /*writer=*/false, vfs));
     CHRONOQ_RETURN_IF_ERROR(Exec(checkpoint_db_, kJournalSizeLimit));
     // Replaces SQLite's automatic checkpoint on the writer.
     sqlite3_wal_hook(writer_, &SqliteStore::OnWalCommit, this);
@@ -529,7 +572,7 @@ class SqliteStore final : public Store {
       if (q.Step() == SQLITE_ROW) {
         version = q.Int(0);
       } else {
-        s = SqlError(writer_, "read schema version");
+        s = WriterError("read schema version");
       }
       q.Reset();
     }
@@ -577,7 +620,7 @@ class SqliteStore final : public Store {
                                       "SELECT (SELECT v FROM meta WHERE k='schema'),"
                                       " (SELECT v FROM meta WHERE k='next_token'),"
                                       " (SELECT max(seq) FROM tasks)"));
-    if (q.Step() != SQLITE_ROW) return SqlError(writer_, "load meta");
+    if (q.Step() != SQLITE_ROW) return WriterError("load meta");
     if (q.Int(0) != kSchemaVersion) {
       return Status(StatusCode::kFailedPrecondition,
                     "database schema version " + std::to_string(q.Int(0)) +
@@ -588,10 +631,22 @@ class SqliteStore final : public Store {
     return meta;
   }
 
-  Status Begin() override { return w_.begin.Reset().Run("begin"); }
-  Status Commit() override { return w_.commit.Reset().Run("commit"); }
+  Status Begin() override {
+    CHRONOQ_RETURN_IF_ERROR(w_.begin.Reset().Run("begin"));
+    txn_ = Txn{.open = true};
+    return {};
+  }
+  Status Commit() override {
+    // SQLite rolled the transaction back: nothing of it may be reported
+    // committed (the engine rolls back and rebuilds its memory).
+    if (!txn_.lost.ok()) return Stmt::TxnError(txn_, "commit");
+    CHRONOQ_RETURN_IF_ERROR(w_.commit.Reset().Run("commit"));
+    txn_ = Txn{};
+    return {};
+  }
   void Rollback() override {
     if (!sqlite3_get_autocommit(writer_)) w_.rollback.Reset().Run("rollback").IgnoreError();
+    txn_ = Txn{};
   }
   Status Savepoint() override { return w_.savepoint.Reset().Run("savepoint"); }
   Status ReleaseSavepoint() override { return w_.release.Reset().Run("release"); }
@@ -601,10 +656,9 @@ class SqliteStore final : public Store {
   }
 
   Result<int64_t> QueueId(const std::string& name) override {
-    CHRONOQ_ASSIGN_OR_RETURN(
-        std::optional<int64_t> qid,
-        (QueryOne<int64_t>(w_.queue_id.Reset().Bind(1, name), writer_, "queue id",
-                           [](const Stmt& s) { return s.Int(0); })));
+    CHRONOQ_ASSIGN_OR_RETURN(std::optional<int64_t> qid,
+                             (QueryOne<int64_t>(w_.queue_id.Reset().Bind(1, name), "queue id",
+                                                [](const Stmt& s) { return s.Int(0); })));
     if (qid.has_value()) return *qid;
     CHRONOQ_RETURN_IF_ERROR(w_.queue_add.Reset().Bind(1, name).Run("add queue"));
     return static_cast<int64_t>(sqlite3_last_insert_rowid(writer_));
@@ -635,7 +689,7 @@ class SqliteStore final : public Store {
       out.push_back(std::move(q));
     }
     s.Reset();
-    if (rc != SQLITE_DONE) return SqlError(writer_, "list queues");
+    if (rc != SQLITE_DONE) return WriterError("list queues");
     return out;
   }
 
@@ -675,7 +729,7 @@ class SqliteStore final : public Store {
       return true;
     }
     if (sqlite3_extended_errcode(writer_) == SQLITE_CONSTRAINT_UNIQUE) return false;
-    return SqlError(writer_, "insert task");
+    return WriterError("insert task");
   }
 
   Status Overwrite(const TaskRow& r) override {
@@ -689,18 +743,18 @@ class SqliteStore final : public Store {
     using Gone = std::pair<int64_t, std::optional<std::string>>;
     CHRONOQ_ASSIGN_OR_RETURN(
         std::optional<Gone> gone,
-        (QueryOne<Gone>(w_.remove.Reset().Bind(1, seq), writer_, "delete task",
+        (QueryOne<Gone>(w_.remove.Reset().Bind(1, seq), "delete task",
                         [](const Stmt& st) { return Gone(st.Int(0), st.OptText(1)); })));
     if (gone && gone->second) return DropKeyCursor(gone->first, *gone->second);
     return {};
   }
 
   Result<std::optional<TaskRow>> FindBySeq(int64_t seq) override {
-    return QueryOne<TaskRow>(w_.by_seq.Reset().Bind(1, seq), writer_, "find task",
+    return QueryOne<TaskRow>(w_.by_seq.Reset().Bind(1, seq), "find task",
                              [](const Stmt& s) { return s.Row(); });
   }
   Result<std::optional<TaskRow>> FindByName(const std::string& name) override {
-    return QueryOne<TaskRow>(w_.by_name.Reset().Bind(1, name), writer_, "find task",
+    return QueryOne<TaskRow>(w_.by_name.Reset().Bind(1, name), "find task",
                              [](const Stmt& s) { return s.Row(); });
   }
 
@@ -723,7 +777,7 @@ class SqliteStore final : public Store {
       int rc;
       while ((rc = read.Step()) == SQLITE_ROW) out.push_back(read.Row());
       read.Reset();
-      if (rc != SQLITE_DONE) return SqlError(writer_, "read claimed tasks");
+      if (rc != SQLITE_DONE) return WriterError("read claimed tasks");
     }
     return out;
   }
@@ -773,12 +827,12 @@ class SqliteStore final : public Store {
       out.back().started = s.Int(5) > 0;
     }
     s.Reset();
-    if (rc != SQLITE_DONE) return SqlError(writer_, "load window");
+    if (rc != SQLITE_DONE) return WriterError("load window");
     return out;
   }
 
   Result<std::optional<int64_t>> NextScheduledBucket(int64_t from_bucket) override {
-    return QueryOne<int64_t>(w_.next_scheduled.Reset().Bind(1, from_bucket), writer_, "next due",
+    return QueryOne<int64_t>(w_.next_scheduled.Reset().Bind(1, from_bucket), "next due",
                              [](const Stmt& s) { return s.Int(0); });
   }
 
@@ -794,7 +848,7 @@ class SqliteStore final : public Store {
       int rc;
       while ((rc = s->Step()) == SQLITE_ROW) out.push_back(DueEntryOf(*s));
       s->Reset();
-      if (rc != SQLITE_DONE) return SqlError(writer_, "key heads");
+      if (rc != SQLITE_DONE) return WriterError("key heads");
     }
     return out;
   }
@@ -804,9 +858,9 @@ class SqliteStore final : public Store {
     int64_t total = 0;
     for (Stmt* s : {&w_.key_pending_same, &w_.key_pending_next}) {
       BindKeySearch(s->Reset(), qid, key, from);
-      CHRONOQ_ASSIGN_OR_RETURN(std::optional<int64_t> n,
-                               (QueryOne<int64_t>(*s, writer_, "count key backlog",
-                                                  [](const Stmt& st) { return st.Int(0); })));
+      CHRONOQ_ASSIGN_OR_RETURN(
+          std::optional<int64_t> n,
+          (QueryOne<int64_t>(*s, "count key backlog", [](const Stmt& st) { return st.Int(0); })));
       total += n.value_or(0);
     }
     return total;
@@ -828,7 +882,7 @@ class SqliteStore final : public Store {
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Int(0), s.Text(1));
     s.Reset();
-    if (rc != SQLITE_DONE) return SqlError(writer_, "load keyed retries");
+    if (rc != SQLITE_DONE) return WriterError("load keyed retries");
     return out;
   }
 
@@ -838,7 +892,7 @@ class SqliteStore final : public Store {
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.Row());
     s.Reset();
-    if (rc != SQLITE_DONE) return SqlError(writer_, "load running");
+    if (rc != SQLITE_DONE) return WriterError("load running");
     return out;
   }
 
@@ -863,7 +917,7 @@ class SqliteStore final : public Store {
       }
     }
     s.Reset();
-    if (rc != SQLITE_DONE) return SqlError(writer_, "purge");
+    if (rc != SQLITE_DONE) return WriterError("purge");
     for (const auto& [qid, key] : keys) CHRONOQ_RETURN_IF_ERROR(DropKeyCursor(qid, key));
     return out;
   }
@@ -884,8 +938,8 @@ class SqliteStore final : public Store {
     s.Bind(4, static_cast<int64_t>(after.priority)).Bind(5, after.seq);
   }
   Result<std::optional<KeyPosition>> SavedKeyCursor(int64_t qid, const std::string& key) {
-    return QueryOne<KeyPosition>(w_.key_cursor.Reset().Bind(1, qid).Bind(2, key), writer_,
-                                 "read key cursor", [](const Stmt& st) {
+    return QueryOne<KeyPosition>(w_.key_cursor.Reset().Bind(1, qid).Bind(2, key), "read key cursor",
+                                 [](const Stmt& st) {
                                    return KeyPosition{Timestamp(Duration(st.Int(0))),
                                                       static_cast<int>(st.Int(1)), st.Int(2)};
                                  });
@@ -902,7 +956,7 @@ class SqliteStore final : public Store {
     for (TaskState st : {TaskState::kSucceeded, TaskState::kCancelled}) {
       CHRONOQ_ASSIGN_OR_RETURN(
           std::optional<Timestamp> t,
-          (QueryOne<Timestamp>(w_.next_purge.Reset().Bind(1, static_cast<int64_t>(st)), writer_,
+          (QueryOne<Timestamp>(w_.next_purge.Reset().Bind(1, static_cast<int64_t>(st)),
                                "next purge", [](const Stmt& s) { return BucketStart(s.Int(0)); })));
       if (t && (!best || *t < *best)) best = t;
     }
@@ -918,7 +972,7 @@ class SqliteStore final : public Store {
     if (sqlite3_extended_errcode(writer_) == SQLITE_CONSTRAINT_UNIQUE) {
       return std::optional<int64_t>();
     }
-    return SqlError(writer_, "insert schedule");
+    return WriterError("insert schedule");
   }
   Status SaveSchedule(const ScheduleRow& r) override {
     Stmt& s = w_.schedule_save.Reset().Bind(1, r.sid);
@@ -929,12 +983,12 @@ class SqliteStore final : public Store {
     return w_.schedule_delete.Reset().Bind(1, sid).Run("delete schedule");
   }
   Result<std::optional<ScheduleRow>> FindSchedule(int64_t sid) override {
-    return QueryOne<ScheduleRow>(w_.schedule_by_sid.Reset().Bind(1, sid), writer_, "find schedule",
+    return QueryOne<ScheduleRow>(w_.schedule_by_sid.Reset().Bind(1, sid), "find schedule",
                                  ScheduleRowOf);
   }
   Result<std::optional<ScheduleRow>> FindScheduleByName(const std::string& name) override {
-    return QueryOne<ScheduleRow>(w_.schedule_by_name.Reset().Bind(1, name), writer_,
-                                 "find schedule", ScheduleRowOf);
+    return QueryOne<ScheduleRow>(w_.schedule_by_name.Reset().Bind(1, name), "find schedule",
+                                 ScheduleRowOf);
   }
   Result<std::vector<ScheduleRow>> SchedulesDueBefore(Timestamp before, int64_t after_sid,
                                                       int limit) override {
@@ -963,17 +1017,17 @@ class SqliteStore final : public Store {
       out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), s.Text(2), FromMicros(s.Int(3))});
     }
     s.Reset();
-    if (rc != SQLITE_DONE) return SqlError(writer_, "load locks");
+    if (rc != SQLITE_DONE) return WriterError("load locks");
     return out;
   }
 
   Result<std::optional<ReadRow>> ReadBySeq(int64_t seq) override {
     MutexLock lock(reader_mu_);
-    return QueryOne<ReadRow>(r_.by_seq.Reset().Bind(1, seq), reader_, "read task", ReadRowOf);
+    return QueryOne<ReadRow>(r_.by_seq.Reset().Bind(1, seq), "read task", ReadRowOf);
   }
   Result<std::optional<ReadRow>> ReadByName(const std::string& name) override {
     MutexLock lock(reader_mu_);
-    return QueryOne<ReadRow>(r_.by_name.Reset().Bind(1, name), reader_, "read task", ReadRowOf);
+    return QueryOne<ReadRow>(r_.by_name.Reset().Bind(1, name), "read task", ReadRowOf);
   }
 
   Result<std::vector<ReadRow>> List(const ListQuery& q) override {
@@ -1049,13 +1103,13 @@ class SqliteStore final : public Store {
       }
       counts.tasks[static_cast<size_t>(state)] = by_state.Int(1);
     }
-    if (rc != SQLITE_DONE) return SqlError(writer_, "count tasks");
+    if (rc != SQLITE_DONE) return WriterError("count tasks");
     Stmt tables;
     CHRONOQ_RETURN_IF_ERROR(
         tables.Prepare(writer_,
                        "SELECT (SELECT count(*) FROM queues), (SELECT count(*) FROM schedules),"
                        " (SELECT count(*) FROM locks), (SELECT count(*) FROM key_cursors)"));
-    if (tables.Step() != SQLITE_ROW) return SqlError(writer_, "count rows");
+    if (tables.Step() != SQLITE_ROW) return WriterError("count rows");
     counts.queues = tables.Int(0);
     counts.schedules = tables.Int(1);
     counts.locks = tables.Int(2);
@@ -1071,7 +1125,7 @@ class SqliteStore final : public Store {
         q.Prepare(writer_,
                   "SELECT (SELECT v FROM meta WHERE k='next_token'),"
                   " coalesce((SELECT seq FROM sqlite_sequence WHERE name='schedules'), 0)"));
-    if (q.Step() != SQLITE_ROW) return SqlError(writer_, "export meta");
+    if (q.Step() != SQLITE_ROW) return WriterError("export meta");
     return CopyMeta{static_cast<uint64_t>(q.Int(0)), q.Int(1)};
   }
   Status ImportMeta(const CopyMeta& meta) override {
@@ -1100,7 +1154,7 @@ class SqliteStore final : public Store {
     std::vector<StoredTask> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Row(), s.OptTime(20)});
-    if (rc != SQLITE_DONE) return SqlError(writer_, "export tasks");
+    if (rc != SQLITE_DONE) return WriterError("export tasks");
     return out;
   }
   Status ImportTasks(const std::vector<StoredTask>& rows) override {
@@ -1160,7 +1214,7 @@ class SqliteStore final : public Store {
       out.push_back({s.Int(0), s.Text(1),
                      KeyPosition{FromMicros(s.Int(2)), static_cast<int>(s.Int(3)), s.Int(4)}});
     }
-    if (rc != SQLITE_DONE) return SqlError(writer_, "export key cursors");
+    if (rc != SQLITE_DONE) return WriterError("export key cursors");
     return out;
   }
   Status ImportKeyCursors(const std::vector<KeyCursorRow>& rows) override {
@@ -1233,6 +1287,12 @@ class SqliteStore final : public Store {
     }
   }
 
+  // The error of the writer's last statement (see Txn).
+  Status WriterError(std::string_view what) const {
+    if (!txn_.lost.ok()) return Stmt::TxnError(txn_, what);
+    return SqlError(writer_, what);
+  }
+
   // Runs an import's INSERT: AlreadyExists when the row's id or name is taken.
   Status ImportStep(Stmt& s, std::string_view what) {
     const int rc = s.Step();
@@ -1241,7 +1301,7 @@ class SqliteStore final : public Store {
     if ((sqlite3_extended_errcode(writer_) & 0xff) == SQLITE_CONSTRAINT) {
       return Status::AlreadyExists(std::string(what) + ": " + sqlite3_errmsg(writer_));
     }
-    return SqlError(writer_, what);
+    return WriterError(what);
   }
 
   static void BindAll(Stmt& s, const TaskRow& r) {
@@ -1295,7 +1355,7 @@ class SqliteStore final : public Store {
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ScheduleRowOf(s));
     s.Reset();
-    if (rc != SQLITE_DONE) return SqlError(writer_, what);
+    if (rc != SQLITE_DONE) return WriterError(what);
     return out;
   }
 
@@ -1454,7 +1514,10 @@ class SqliteStore final : public Store {
         {&w_.next_purge,
          "SELECT " CHRONOQ_BUCKET " FROM tasks WHERE state=?1 ORDER BY " CHRONOQ_BUCKET " LIMIT 1"},
     };
-    for (const auto& [stmt, sql] : writer) CHRONOQ_RETURN_IF_ERROR(stmt->Prepare(writer_, sql));
+    for (const auto& [stmt, sql] : writer) {
+      const bool ends_txn = stmt == &w_.begin || stmt == &w_.commit || stmt == &w_.rollback;
+      CHRONOQ_RETURN_IF_ERROR(stmt->Prepare(writer_, sql, ends_txn ? nullptr : &txn_));
+    }
     const char* read_cols = CHRONOQ_READ_COLS;
     // Nothing reads yet while the store opens; the lock only keeps the rule simple.
     MutexLock lock(reader_mu_);
@@ -1468,6 +1531,7 @@ class SqliteStore final : public Store {
   int signalled_at_pages_ = 0;  // writer thread only: WAL size at the last signal
   sqlite3* writer_ = nullptr;
   sqlite3* reader_ = nullptr;
+  Txn txn_;  // engine loop thread only
   struct WriterStatements {
     Stmt begin, commit, rollback, savepoint, release, rollback_to;
     Stmt queue_id, queue_add, queues, queue_settings, queue_counts;
@@ -1504,7 +1568,7 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const SqliteOptions& options) {
   static std::once_flag config_once;
   std::call_once(config_once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   auto store = std::make_unique<SqliteStore>(options.tuning);
-  CHRONOQ_RETURN_IF_ERROR(store->Open(options.path, options.durability));
+  CHRONOQ_RETURN_IF_ERROR(store->Open(options.path, options.durability, options.vfs));
   return std::unique_ptr<Store>(std::move(store));
 }
 

@@ -30,6 +30,10 @@ struct SqliteOptions {
   std::string path;  // the database file
   Durability durability = Durability::kNormal;
   SqliteTuning tuning;
+  // For tests only: the name of a registered SQLite VFS to open the file
+  // through (tests/support/faulty_vfs.h injects I/O errors); empty, the
+  // default VFS, as in production. Not reachable from a store URL.
+  std::string vfs;
 };
 
 // Opens (creating, migrating) the database at options.path. Its directory is
