@@ -79,7 +79,7 @@ stress: asan tsan-build
 # so CHRONOQ_DCHECKs stay on. Only the harnesses are built. Each one's corpus
 # grows in build/fuzz/corpus/<harness> from the checked-in seeds; a crash
 # fails the target, naming the harness and the input (build/fuzz/artifacts/).
-# `make test` runs each harness 10 s (ctest -L fuzz). FUZZ_RUNS=N stops each
+# `make test` runs each harness 5 s (ctest -L fuzz). FUZZ_RUNS=N stops each
 # harness after N inputs (FUZZ_SECONDS=0: no time limit); FUZZ_HARNESSES
 # picks harness binaries.
 FUZZ_SECONDS ?= 60
