@@ -77,15 +77,9 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
 from chronoq import Client  # noqa: E402
 from chronoq.errors import ChronoqError, ConnectionFailed, OutcomeUnknown  # noqa: E402
+from verdict import COLUMNS  # noqa: E402  (this directory is first on sys.path)
 
 SAMPLE_EVERY_S = 10.0
-COLUMNS = [
-    "elapsed_s", "pid", "rss_kib", "fds", "wal_bytes",
-    "req_p50_ms", "req_p99_ms", "requests",
-    "late_p50_ms", "late_p99_ms", "late_n",
-    "enqueued", "acked", "backlog", "restarts", "errors",
-    "chronoqd_cpu_pct", "driver_cpu_pct", "loadavg1",
-]
 # Errors the load provokes on purpose or that a kill causes: counted, not
 # failures. Anything else (500, 400, an unexpected 409) fails the verdict.
 EXPECTED_CODES = {
@@ -393,6 +387,22 @@ class Soak:
         elif code == "outcome_unknown":
             self.ledger.ack_lost[n] = 1
 
+    def settle(self, outcomes: List[Dict[str, Any]], ns: Dict[str, int],
+               results: Optional[List[Dict[str, Any]]], err: Optional[ChronoqError]) -> None:
+        """Records what one call that carried `outcomes` (POST /v1/acks, or a
+        claim's acks) did with each: its result, or, when the call failed,
+        the answer lost for all."""
+        if err is not None:
+            for entry in outcomes:
+                self.record_ack(ns[entry["id"]], False, err.code)
+            return
+        by_id = {e["id"]: e for e in outcomes}
+        for r in results or []:
+            if not r["ok"]:
+                self.count("error." + r["error"]["code"])
+            elif "error" not in by_id[r["id"]]:
+                self.record_ack(ns[r["id"]], True, None)
+
     def worker(self, queue: str, mode: str) -> None:
         """mode: "single" (POST /ack, /fail), "batch" (POST /v1/acks) or
         "carried" (outcomes on the next claim)."""
@@ -406,17 +416,7 @@ class Soak:
             answer, err = self.call("POST", f"/v1/queues/{queue}/claim", body, timed=False,
                                     extra_timeout=0.5)
             if carried:
-                for entry in carried:
-                    n = carried_ns[entry["id"]]
-                    if err is not None:
-                        self.record_ack(n, False, err.code)
-                if answer is not None:
-                    by_id = {e["id"]: e for e in carried}
-                    for res in answer.get("acks", []):
-                        if not res["ok"]:
-                            self.count("error." + res["error"]["code"])
-                        elif "error" not in by_id[res["id"]]:
-                            self.record_ack(carried_ns[res["id"]], True, None)
+                self.settle(carried, carried_ns, answer and answer.get("acks", []), err)
                 carried, carried_ns = [], {}
             if answer is None:
                 continue
@@ -436,17 +436,7 @@ class Soak:
                 carried, carried_ns = outcomes, ns
             elif mode == "batch" and outcomes:
                 res, err = self.call("POST", "/v1/acks", {"acks": outcomes})
-                for entry in outcomes:
-                    n = ns[entry["id"]]
-                    if err is not None:
-                        self.record_ack(n, False, err.code)
-                if res is not None:
-                    by_id = {e["id"]: e for e in outcomes}
-                    for r in res["results"]:
-                        if not r["ok"]:
-                            self.count("error." + r["error"]["code"])
-                        elif "error" not in by_id[r["id"]]:
-                            self.record_ack(ns[r["id"]], True, None)
+                self.settle(outcomes, ns, res and res["results"], err)
             else:
                 for entry in outcomes:
                     n = ns[entry["id"]]
@@ -516,12 +506,13 @@ class Soak:
         return sum(os.path.getsize(p) for p in glob.glob(os.path.join(self.data, "*-wal"))
                    if os.path.exists(p))
 
-    def backlog(self) -> Optional[int]:
+    def backlog(self, queues: List[str]) -> Optional[int]:
+        """Scheduled and running tasks of `queues`; None when chronoqd did not answer."""
         answer, err = self.call("GET", "/v1/queues", timed=False)
         if answer is None:
             return None
         return sum(q["counts"]["scheduled"] + q["counts"]["running"]
-                   for q in answer["queues"] if q["name"] in QUEUES)
+                   for q in answer["queues"] if q["name"] in queues)
 
     def sampler(self, writer: csv.writer, f, t0: float) -> None:  # type: ignore[valid-type]
         hz = os.sysconf("SC_CLK_TCK")
@@ -554,7 +545,7 @@ class Soak:
             row = [f"{now - t0:.1f}", pid, rss, fds, wal,
                    fmt(percentile(lat, 50)), fmt(percentile(lat, 99)), len(lat),
                    fmt(percentile(late, 50)), fmt(percentile(late, 99)), len(late),
-                   enq, acked, "" if (b := self.backlog()) is None else b,
+                   enq, acked, "" if (b := self.backlog(QUEUES)) is None else b,
                    self.server.restarts, errors, fmt(cpu), fmt(dcpu), f"{os.getloadavg()[0]:.2f}"]
             writer.writerow(row)
             f.flush()
@@ -584,12 +575,8 @@ class Soak:
         acknowledged webhook task was delivered."""
         t0 = time.monotonic()
         while time.monotonic() - t0 < deadline_s:
-            answer, _ = self.call("GET", "/v1/queues", timed=False)
-            if answer is not None:
-                left = sum(q["counts"]["scheduled"] + q["counts"]["running"]
-                           for q in answer["queues"] if q["name"] in DRAIN_QUEUES)
-                if left == 0:
-                    return True, time.monotonic() - t0
+            if self.backlog(DRAIN_QUEUES) == 0:
+                return True, time.monotonic() - t0
             time.sleep(1)
         return False, time.monotonic() - t0
 

@@ -80,6 +80,14 @@ WAL_FLOOR_MIB = 4.0
 SCHEDULE_MIN_SHARE = 0.5
 MIN_ROWS_PER_SEGMENT = 6  # a segment with fewer kept rows gives no slope of its own
 MIB = 1024.0 * 1024.0
+# samples.csv's columns, as soak.py writes them (the plot reads them by number).
+COLUMNS = [
+    "elapsed_s", "pid", "rss_kib", "fds", "wal_bytes",
+    "req_p50_ms", "req_p99_ms", "requests",
+    "late_p50_ms", "late_p99_ms", "late_n",
+    "enqueued", "acked", "backlog", "restarts", "errors",
+    "chronoqd_cpu_pct", "driver_cpu_pct", "loadavg1",
+]
 
 
 @dataclass

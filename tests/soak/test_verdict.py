@@ -14,13 +14,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "soak"))
 
 import verdict  # noqa: E402
 
-COLUMNS = [
-    "elapsed_s", "pid", "rss_kib", "fds", "wal_bytes",
-    "req_p50_ms", "req_p99_ms", "requests",
-    "late_p50_ms", "late_p99_ms", "late_n",
-    "enqueued", "acked", "backlog", "restarts", "errors",
-    "chronoqd_cpu_pct", "driver_cpu_pct", "loadavg1",
-]
+COLUMNS = verdict.COLUMNS
 
 
 def noise(i, amplitude):
