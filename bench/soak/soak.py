@@ -14,9 +14,10 @@ plots and exits non-zero on a failed verdict.
 Why Python with the standard library and clients/python, not a C++ tool: the
 load is meant to be moderate (about 200 tasks/s and 300 requests/s, a small
 fraction of what chronoqd does on these 2 cores, docs/BENCHMARKS.md), so that
-chronoqd runs well below saturation and a trend in the figures is the
-server's, not queueing. At that rate the driver costs about a fifth of one
-core (the `driver_cpu_pct` column says how much, every 10 s), it needs no build,
+chronoqd runs well below saturation (about 11% of one core in Release) and a
+trend in the figures is the server's, not queueing. At that rate the driver
+costs about 15% of one core (the `driver_cpu_pct` column says how much, every
+10 s), it needs no build,
 and it goes through the Python client users run, so the client's connection
 handling after a kill is soaked too. Its latencies include the driver's own
 scheduling under the GIL: they are for trends (first quarter against last),
@@ -141,7 +142,8 @@ class Server:
         line: List[bytes] = []
         out = self.proc.stdout
         assert out is not None
-        reader = threading.Thread(target=lambda: line.append(out.readline()), daemon=True)
+        first_line = out.readline
+        reader = threading.Thread(target=lambda: line.append(first_line()), daemon=True)
         reader.start()
         reader.join(120)
         if not line or b"listening on" not in line[0]:
@@ -514,7 +516,8 @@ class Soak:
         return sum(q["counts"]["scheduled"] + q["counts"]["running"]
                    for q in answer["queues"] if q["name"] in queues)
 
-    def sampler(self, writer: csv.writer, f, t0: float) -> None:  # type: ignore[valid-type]
+    def sampler(self, writer: Any, f: Any, t0: float) -> None:
+        """Writes one row of samples.csv every SAMPLE_EVERY_S until the workers stop."""
         hz = os.sysconf("SC_CLK_TCK")
         k = 1
         last_pid, last_ticks = 0, 0

@@ -149,7 +149,7 @@ def slope(points: Sequence[Tuple[float, float]]) -> Optional[float]:
 def pooled_slope(groups: Sequence[Sequence[Tuple[float, float]]]) -> Optional[float]:
     """One slope through several groups, each around its own mean (the
     within-group estimator): the segments' levels may differ, the trend is shared."""
-    centred = []
+    centred: List[Tuple[float, float]] = []
     for g in groups:
         if len(g) < 2:
             continue
