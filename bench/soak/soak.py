@@ -537,6 +537,7 @@ class Soak:
             with self.server.mu:
                 rss, fds, ticks = self.proc_figures()
                 pid = self.server.pid
+                restarts = self.server.restarts
                 wal = self.wal_bytes()
             cpu = ((ticks - last_ticks) / hz / (now - last_t) * 100.0) if pid == last_pid else None
             last_pid, last_ticks = pid, ticks
@@ -549,7 +550,7 @@ class Soak:
                    fmt(percentile(lat, 50)), fmt(percentile(lat, 99)), len(lat),
                    fmt(percentile(late, 50)), fmt(percentile(late, 99)), len(late),
                    enq, acked, "" if (b := self.backlog(QUEUES)) is None else b,
-                   self.server.restarts, errors, fmt(cpu), fmt(dcpu), f"{os.getloadavg()[0]:.2f}"]
+                   restarts, errors, fmt(cpu), fmt(dcpu), f"{os.getloadavg()[0]:.2f}"]
             writer.writerow(row)
             f.flush()
             if self.args.verbose:
