@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release-config release run run-postgres demo test asan tsan-build tsan stress fuzz bench format format-check lint clean
+.PHONY: deps release-config release run run-postgres demo test asan-config asan tsan-build tsan stress fuzz bench soak format format-check lint clean
 
 deps:
 	@scripts/install-deps.sh
@@ -43,9 +43,11 @@ demo: release-config
 # benchmarks are left out (no test runs them; `make bench` builds them in
 # Release): at -O0 with the sanitizers they were a minute of the build.
 ASAN_COMPILERS := -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
-asan: deps
+asan-config: deps
 	cmake -S . -B build/asan $(CMAKE_COMMON) $(ASAN_COMPILERS) -DCMAKE_BUILD_TYPE=Debug \
 	  -DCHRONOQ_SANITIZE="address;undefined" -DCHRONOQ_WERROR=ON -DCHRONOQ_BUILD_BENCH=OFF
+
+asan: asan-config
 	cmake --build build/asan -j $(JOBS)
 
 # Every test case has a ctest timeout of its own (cmake/ChronoqHelpers.cmake).
@@ -97,6 +99,24 @@ fuzz: deps
 bench: release
 	./build/release/bench/chronoq-bench --workload all --target embedded --dir build/bench-data
 	./build/release/bench/chronoq-bench --workload all --target http --dir build/bench-data
+
+# The soak test (bench/soak, docs/TESTING.md "Soak"): the Release chronoqd
+# under a steady mixed load for DURATION (90s, 10m, 1h), SIGKILLed and
+# restarted every KILL_EVERY (0: never), sampled every 10 s; the CSV, the plot
+# and report.md go to build/soak/<UTC timestamp>/, and a failed verdict fails
+# the target. SANITIZED=1 runs the ASan+UBSan chronoqd of build/asan instead, at
+# half the load and without kills, and stops it with SIGTERM so that
+# LeakSanitizer reports; its report must be empty. Not part of `make test`.
+DURATION ?= 10m
+KILL_EVERY ?= $(if $(SANITIZED),0,10m)
+SOAK_LOAD ?= $(if $(SANITIZED),0.5,1)
+SOAK_TREE := $(if $(SANITIZED),asan,release)
+soak: $(if $(SANITIZED),asan-config,release-config)
+	@scripts/install-deps.sh soak
+	cmake --build build/$(SOAK_TREE) -j $(JOBS) --target chronoqd
+	python3 bench/soak/soak.py --chronoqd build/$(SOAK_TREE)/src/server/chronoqd \
+	  --duration $(DURATION) --kill-every $(KILL_EVERY) --load $(SOAK_LOAD) \
+	  $(if $(SANITIZED),--sanitized) --out build/soak/$$(date -u +%Y%m%dT%H%M%SZ)
 
 SOURCES = $(shell git ls-files '*.cc' '*.h')
 

@@ -30,6 +30,8 @@ packages=(
 )
 # clang-format / clang-tidy are only needed for `make format` and `make lint`.
 if [[ ${1:-} == --dev ]]; then packages+=(clang-format clang-tidy); fi
+# `make soak` draws its plots with gnuplot (bench/soak): not needed by `make test`.
+if [[ ${1:-} == soak ]]; then packages+=(gnuplot-nox); fi
 
 missing=()
 for p in "${packages[@]}"; do
