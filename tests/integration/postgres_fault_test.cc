@@ -56,6 +56,14 @@ std::unique_ptr<cli::HttpClient> Connect(const std::string& url) {
   return c.ok() ? std::move(*c) : nullptr;
 }
 
+// chronoqd on the store at `url`, its files in `dir`.
+test::ChronoqdOptions OnStore(const std::string& url, const test::TempDir& dir) {
+  return {.binary = CHRONOQD_PATH,
+          .data_dir = dir.File("data"),
+          .args = {"--store", url},
+          .log = dir.File("chronoqd.log")};
+}
+
 // What the load saw: acknowledged enqueues and acks, 503s, anything else.
 struct Outcomes {
   std::mutex mu;
@@ -190,12 +198,7 @@ TEST(PostgresFaultTest, APostgresCrashUnderLoadLosesNothingAcknowledged) {
   test::OwnPgCluster cluster;
   ASSERT_THAT(cluster.Start(), IsOk());
   test::TempDir dir;
-  test::ChronoqdProcess server(test::ChronoqdOptions{
-      .binary = CHRONOQD_PATH,
-      .data_dir = dir.File("data"),
-      .args = {"--store", cluster.Url()},
-      .log = dir.File("chronoqd.log"),
-  });
+  test::ChronoqdProcess server(OnStore(cluster.Url(), dir));
   ASSERT_THAT(server.Start(), IsOk());
 
   Outcomes out;
@@ -232,12 +235,7 @@ TEST(PostgresFaultTest, SessionsCutAtRandomPointsUnderLoadLoseNothingAcknowledge
   test::PgTestDatabase db;
   ASSERT_TRUE(db.ok());
   test::TempDir dir;
-  test::ChronoqdProcess server(test::ChronoqdOptions{
-      .binary = CHRONOQD_PATH,
-      .data_dir = dir.File("data"),
-      .args = {"--store", db.Url()},
-      .log = dir.File("chronoqd.log"),
-  });
+  test::ChronoqdProcess server(OnStore(db.Url(), dir));
   ASSERT_THAT(server.Start(), IsOk());
 
   Outcomes out;
@@ -274,12 +272,7 @@ TEST(PostgresFaultTest, AStatementTimeoutIsAnswered503AndChronoqdGoesOn) {
   ASSERT_TRUE(db.ok());
   db.Exec("ALTER DATABASE " + db.name() + " SET statement_timeout = '300ms'");
   test::TempDir dir;
-  test::ChronoqdProcess server(test::ChronoqdOptions{
-      .binary = CHRONOQD_PATH,
-      .data_dir = dir.File("data"),
-      .args = {"--store", db.Url()},
-      .log = dir.File("chronoqd.log"),
-  });
+  test::ChronoqdProcess server(OnStore(db.Url(), dir));
   ASSERT_THAT(server.Start(), IsOk());
   auto c = Connect(server.url());
   ASSERT_NE(c, nullptr);
@@ -311,12 +304,7 @@ TEST(PostgresFaultTest, ChronoqdConnectsAgainAfterItsSessionsAreTerminated) {
   test::PgTestDatabase db;
   ASSERT_TRUE(db.ok());
   test::TempDir dir;
-  test::ChronoqdProcess server(test::ChronoqdOptions{
-      .binary = CHRONOQD_PATH,
-      .data_dir = dir.File("data"),
-      .args = {"--store", db.Url()},
-      .log = dir.File("chronoqd.log"),
-  });
+  test::ChronoqdProcess server(OnStore(db.Url(), dir));
   ASSERT_THAT(server.Start(), IsOk());
   auto c = Connect(server.url());
   ASSERT_NE(c, nullptr);
