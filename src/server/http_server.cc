@@ -147,7 +147,7 @@ struct Shared {
   ServerOptions options;
   RequestHandler& handler;
   std::optional<TokenDigest> cluster_token;  // options.cluster_token's
-  std::unique_ptr<asio::ssl::context> tls;  // null: plain HTTP
+  std::unique_ptr<asio::ssl::context> tls;   // null: plain HTTP
   Mutex mu;
   std::condition_variable drained;
   std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions CHRONOQ_GUARDED_BY(mu);

@@ -490,7 +490,8 @@ int main(int argc, char** argv) {
   if (Status s = http.Start(); !s.ok()) return Fail(s);
   const std::string where = store.empty() ? "data in " + data : "store " + Redacted(store);
   std::printf("chronoqd listening on %s://%s:%u (%s%s)\n", scheme, options.host.c_str(),
-              http.port(), where.c_str(), options.tokens == nullptr ? "" : ", bearer token required");
+              http.port(), where.c_str(),
+              options.tokens == nullptr ? "" : ", bearer token required");
   std::fflush(stdout);
   spdlog::info("chronoqd {} listening on {}://{}:{}", CHRONOQ_VERSION, scheme, options.host,
                http.port());

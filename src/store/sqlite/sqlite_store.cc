@@ -375,8 +375,7 @@ class Stmt {
   }
   // The error of a statement of `txn` after SQLite rolled it back.
   static Status TxnError(const Txn& txn, std::string_view what) {
-    return {txn.lost.code(), std::string(what) + ": " + txn.lost.message(), {},
-            txn.lost.reason()};
+    return {txn.lost.code(), std::string(what) + ": " + txn.lost.message(), {}, txn.lost.reason()};
   }
   // Runs a statement that returns no rows.
   Status Run(std::string_view what) {
