@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -192,15 +193,23 @@ std::string_view TypeWords(const Setting& s) {
   }
 }
 
+Status OutOfRange(const Setting& s, std::string_view name, int64_t n) {
+  return Status::InvalidArgument(name, "must be " + std::to_string(s.min) + "-" +
+                                           std::to_string(s.max) + ", not " + std::to_string(n));
+}
+
+// An integer as a setting's value; beyond int's range is beyond every
+// setting's range too.
+Result<Value> IntValue(const Setting& s, std::string_view name, int64_t n) {
+  if (n < INT32_MIN || n > INT32_MAX) return OutOfRange(s, name, n);
+  return Value(static_cast<int>(n));
+}
+
 // The checks every source's value goes through: the range of an integer,
 // the choices and the check of a string.
 Status Validate(const Setting& s, std::string_view name, const Value& value) {
   if (const int* n = std::get_if<int>(&value)) {
-    if (*n < s.min || *n > s.max) {
-      return Status::InvalidArgument(name, "must be " + std::to_string(s.min) + "-" +
-                                               std::to_string(s.max) + ", not " +
-                                               std::to_string(*n));
-    }
+    if (*n < s.min || *n > s.max) return OutOfRange(s, name, *n);
   } else if (const std::string* text = std::get_if<std::string>(&value)) {
     if (!s.choices.empty()) {
       std::string_view rest = s.choices;
@@ -228,12 +237,12 @@ Result<Value> FromText(const Setting& s, std::string_view name, const std::strin
     case 0:
       return Value(text);
     case 1: {
-      int n = 0;
+      int64_t n = 0;
       const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
       if (error != std::errc() || end != text.data() + text.size()) {
         return Status::InvalidArgument(name, "must be an integer, not '" + text + "'");
       }
-      return Value(n);
+      return IntValue(s, name, n);
     }
     default: {
       std::string lower = text;
@@ -258,26 +267,17 @@ Result<Value> FromToml(const Setting& s, std::string_view name, const toml::node
       if (const auto* v = node.as_string()) return Value(v->get());
       break;
     case 1:
-      if (const auto* v = node.as_integer()) {
-        // Out of int's range is out of every setting's range too.
-        const int64_t n = v->get();
-        const int64_t clamped = std::clamp<int64_t>(n, INT32_MIN, INT32_MAX);
-        if (clamped != n) {
-          return Status::InvalidArgument(name, "must be " + std::to_string(s.min) + "-" +
-                                                   std::to_string(s.max) + ", not " +
-                                                   std::to_string(n));
-        }
-        return Value(static_cast<int>(n));
-      }
+      if (const auto* v = node.as_integer()) return IntValue(s, name, v->get());
       break;
     default:
       if (const auto* v = node.as_boolean()) return Value(v->get());
       break;
   }
   std::ostringstream type;
-  type << node.type();
+  type << node.type();  // "string", "integer", "array", "table", "date-time", ...
+  const bool vowel = std::string_view("aeiou").find(type.str().front()) != std::string_view::npos;
   return Status::InvalidArgument(name, "must be " + std::string(TypeWords(s)) + ", not " +
-                                           (type.str() == "integer" ? "an " : "a ") + type.str());
+                                           (vowel ? "an " : "a ") + type.str());
 }
 
 void Store(const Setting& s, Value value, DaemonConfig& config) {

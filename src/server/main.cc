@@ -279,7 +279,10 @@ Result<Startup> Prepare(const server::DaemonConfig& config) {
   cluster::NodeOptions node;
   node.node_id = config.node_id;
   node.advertise = config.advertise;
-  DefaultNodeIdentity(options.host, options.port, node.node_id, node.advertise);
+  // With port 0 the real port is known only once chronoqd listens: any
+  // valid one stands in for it here.
+  DefaultNodeIdentity(options.host, options.port != 0 ? options.port : 7070, node.node_id,
+                      node.advertise);
   node.heartbeat = std::chrono::milliseconds(config.heartbeat_ms);
   node.lease = std::chrono::milliseconds(config.lease_ms);
   CHRONOQ_RETURN_IF_ERROR(cluster::ValidateNodeOptions(node));

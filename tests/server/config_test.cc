@@ -220,6 +220,17 @@ TEST_F(ConfigTest, TheFilesErrorsNameTheLineTheKeyAndTheReason) {
                   file + ":11:2: tsl: unknown key (did you mean tls?)"));
 }
 
+TEST_F(ConfigTest, AWrongTypeSaysWhatWasWritten) {
+  const std::string file = File(
+      "durability = [\"full\"]\nthreads = 2.5\ninsecure-no-auth = 1\n[cluster]\nnode-id = {}\n");
+  ResolvedConfig c = ResolveConfig({}, Env({}), file);
+  EXPECT_THAT(c.errors,
+              ElementsAre(file + ":1:14: durability: must be a string, not an array",
+                          file + ":2:11: threads: must be an integer, not a floating-point",
+                          file + ":3:20: insecure-no-auth: must be true or false, not an integer",
+                          file + ":5:11: cluster.node-id: must be a string, not a table"));
+}
+
 TEST_F(ConfigTest, ASyntaxErrorNamesItsLineAndColumn) {
   const std::string file = File("threads = 3\nlisten = \"127.0.0.1:1\n");
   ResolvedConfig c = ResolveConfig({}, Env({}), file);
@@ -237,7 +248,10 @@ TEST_F(ConfigTest, AMissingFileIsAnError) {
 
 TEST_F(ConfigTest, FlagsAndVariablesGetTheSameChecksAsTheFile) {
   ResolvedConfig c =
-      ResolveConfig({{"threads", "0"}, {"listen", "nowhere"}, {"cluster.enabled", "maybe"}},
+      ResolveConfig({{"threads", "0"},
+                     {"listen", "nowhere"},
+                     {"cluster.enabled", "maybe"},
+                     {"webhook-concurrency", "99999999999"}},
                     Env({{"CHRONOQ_DURABILITY", "sometimes"}, {"CHRONOQ_HEARTBEAT_MS", "5x"}}), "");
   EXPECT_THAT(c.errors,
               ElementsAre("CHRONOQ_DURABILITY: must be one of normal full, not 'sometimes'",
@@ -245,7 +259,8 @@ TEST_F(ConfigTest, FlagsAndVariablesGetTheSameChecksAsTheFile) {
                           "--threads: must be 1-64, not 0",
                           "--listen: must be host:port, e.g. 127.0.0.1:7070, not 'nowhere'",
                           "--cluster: must be true or false (1, 0, yes, no, on, off), not "
-                          "'maybe'"));
+                          "'maybe'",
+                          "--webhook-concurrency: must be 1-1024, not 99999999999"));
 }
 
 TEST_F(ConfigTest, TheCommandLineOverridesAFilesTrueWithFalse) {
@@ -339,6 +354,28 @@ TEST_F(ConfigTest, ThePackagesConfigListsEveryKeyWithItsDefault) {
   DaemonConfig expected;
   expected.data = "/var/lib/chronoq";
   EXPECT_EQ(defaults.values, expected);
+}
+
+// docs/OPERATIONS.md ("Configuration") has a row per setting naming its
+// key, flag and variable, and for an integer its range and default, as the
+// table does.
+TEST_F(ConfigTest, TheOperationsGuideListsEverySetting) {
+  const std::string guide = ReadAll(std::string(CHRONOQ_SOURCE_DIR) + "/docs/OPERATIONS.md");
+  ASSERT_FALSE(guide.empty());
+  for (const Setting& s : Settings()) {
+    std::string key(s.key);
+    if (const size_t dot = key.find('.'); dot != std::string::npos) {
+      key = "[" + key.substr(0, dot) + "] " + key.substr(dot + 1);
+    }
+    std::string row =
+        "\n| `" + key + "` | `" + std::string(s.flag) + "` | `" + std::string(s.env) + "` | ";
+    if (s.field.index() == 1) {
+      const int fallback = DaemonConfig{}.*std::get<int DaemonConfig::*>(s.field);
+      row += "integer, " + std::to_string(s.min) + "-" + std::to_string(s.max) + " | `" +
+             std::to_string(fallback) + "` |";
+    }
+    EXPECT_THAT(guide, HasSubstr(row));
+  }
 }
 
 }  // namespace
