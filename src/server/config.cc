@@ -1,14 +1,15 @@
 #include "server/config.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 
@@ -165,8 +166,8 @@ const std::vector<Setting>& Table() {
   return table;
 }
 
-constexpr std::string_view kMetaFlags[] = {"--config", "--print-config", "--check-config",
-                                           "--help"};
+constexpr std::array<std::string_view, 4> kMetaFlags = {"--config", "--print-config",
+                                                        "--check-config", "--help"};
 
 // A value of one of the three types, before it is stored.
 using Value = std::variant<std::string, int, bool>;
@@ -280,6 +281,15 @@ Result<Value> FromToml(const Setting& s, std::string_view name, const toml::node
                                            (vowel ? "an " : "a ") + type.str());
 }
 
+// The row of `key` in Table(), or npos.
+size_t FindSetting(std::string_view key) {
+  const auto& settings = Table();
+  for (size_t i = 0; i < settings.size(); ++i) {
+    if (settings[i].key == key) return i;
+  }
+  return std::string::npos;
+}
+
 void Store(const Setting& s, Value value, DaemonConfig& config) {
   std::visit(
       [&](auto member) {
@@ -291,6 +301,18 @@ void Store(const Setting& s, Value value, DaemonConfig& config) {
 
 Value Load(const Setting& s, const DaemonConfig& config) {
   return std::visit([&](auto member) { return Value(config.*member); }, s.field);
+}
+
+// Checks a value of row `index` of Table(), from any source, and takes it
+// with its origin; the error names `name`.
+Status Take(size_t index, std::string_view name, Result<Value> value, Origin origin,
+            ResolvedConfig& config) {
+  const Setting& s = Table()[index];
+  CHRONOQ_RETURN_IF_ERROR(value.status());
+  CHRONOQ_RETURN_IF_ERROR(Validate(s, name, *value));
+  Store(s, std::move(*value), config.values);
+  config.origins[index] = origin;
+  return {};
 }
 
 // Levenshtein distance, for "did you mean".
@@ -331,6 +353,8 @@ std::string Suggest(std::string_view key) {
   return best;
 }
 
+std::string ErrnoText() { return std::error_code(errno, std::generic_category()).message(); }
+
 std::string Where(const std::string& file, const toml::source_region& at) {
   return file + ":" + std::to_string(at.begin.line) + ":" + std::to_string(at.begin.column);
 }
@@ -339,13 +363,13 @@ std::string Where(const std::string& file, const toml::source_region& at) {
 void ReadFile(const std::string& path, ResolvedConfig& config) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    config.errors.push_back(path + ": cannot read: " + std::strerror(errno));
+    config.errors.push_back(path + ": cannot read: " + ErrnoText());
     return;
   }
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) {
-    config.errors.push_back(path + ": cannot read: " + std::strerror(errno));
+    config.errors.push_back(path + ": cannot read: " + ErrnoText());
     return;
   }
   toml::table root;
@@ -368,21 +392,13 @@ void ReadFile(const std::string& path, ResolvedConfig& config) {
     for (const auto& [name, node] : table) {
       const std::string key = prefix + std::string(name.str());
       const auto& settings = Table();
-      const auto row = std::find_if(settings.begin(), settings.end(),
-                                    [&](const Setting& s) { return s.key == key; });
       const bool is_table = std::any_of(settings.begin(), settings.end(),
                                         [&](const Setting& s) { return TableOf(s.key) == key; });
-      if (row != settings.end()) {
-        const size_t index = static_cast<size_t>(row - settings.begin());
-        Result<Value> value = FromToml(*row, key, node);
-        Status valid = value.ok() ? Validate(*row, key, *value) : value.status();
-        if (!valid.ok()) {
-          error(node.source(), valid.message());
-          continue;
-        }
-        Store(*row, std::move(*value), config.values);
-        config.origins[index] = {Origin::Source::kFile, static_cast<int>(node.source().begin.line),
-                                 static_cast<int>(node.source().begin.column)};
+      if (const size_t index = FindSetting(key); index != std::string::npos) {
+        const Origin origin{Origin::Source::kFile, static_cast<int>(node.source().begin.line),
+                            static_cast<int>(node.source().begin.column)};
+        Status taken = Take(index, key, FromToml(settings[index], key, node), origin, config);
+        if (!taken.ok()) error(node.source(), taken.message());
       } else if (is_table) {
         if (const toml::table* inner = node.as_table()) {
           self(self, *inner, key + ".");
@@ -414,9 +430,9 @@ std::string ValueText(const Value& value) {
       out += '\\';
       out += c;
     } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof(escaped), "\\u%04X", static_cast<unsigned char>(c));
-      out += escaped;
+      std::array<char, 8> escaped{};
+      std::snprintf(escaped.data(), escaped.size(), "\\u%04X", static_cast<unsigned char>(c));
+      out += escaped.data();
     } else {
       out += c;
     }
@@ -471,30 +487,21 @@ ResolvedConfig ResolveConfig(const FlagValues& flags, const Environment& env,
   // Then the environment, then the flags: each replaces what came before.
   const auto apply = [&](size_t index, std::string_view name, const std::string& text,
                          Origin::Source source) {
-    const Setting& s = settings[index];
-    Result<Value> value = FromText(s, name, text);
-    Status valid = value.ok() ? Validate(s, name, *value) : value.status();
-    if (!valid.ok()) {
-      config.errors.push_back(valid.message());
-      return;
-    }
-    Store(s, std::move(*value), config.values);
-    config.origins[index] = {source};
+    Status taken = Take(index, name, FromText(settings[index], name, text), {source}, config);
+    if (!taken.ok()) config.errors.push_back(taken.message());
   };
   for (size_t i = 0; i < settings.size(); ++i) {
     if (std::optional<std::string> value = nonempty(std::string(settings[i].env))) {
       apply(i, settings[i].env, *value, Origin::Source::kEnv);
     }
   }
-  for (const auto& flag : flags) {
-    const auto row = std::find_if(settings.begin(), settings.end(),
-                                  [&](const Setting& s) { return s.key == flag.first; });
-    if (row == settings.end()) {
-      config.errors.push_back(std::string(flag.first) + ": not a setting");  // a caller's bug
+  for (const auto& [key, text] : flags) {
+    const size_t index = FindSetting(key);
+    if (index == std::string::npos) {
+      config.errors.push_back(std::string(key) + ": not a setting");  // a caller's bug
       continue;
     }
-    apply(static_cast<size_t>(row - settings.begin()), row->flag, flag.second,
-          Origin::Source::kFlag);
+    apply(index, settings[index].flag, text, Origin::Source::kFlag);
   }
   return config;
 }
