@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -30,7 +31,9 @@ Status CheckListen(std::string_view name, const std::string& value) {
 // The table. A row's key is its flag's name, except that the TLS and the
 // cluster flags sit in [tls] and [cluster] without their prefix (and
 // --cluster itself is [cluster] enabled). Top-level keys come first: the
-// printed configuration must say them before any [table].
+// printed configuration must say them before any [table]. A new row also
+// needs its field in DaemonConfig, its line in packaging/chronoqd.toml and
+// its row in docs/OPERATIONS.md: config_test fails until all four agree.
 const std::vector<Setting>& Table() {
   using C = DaemonConfig;
   static const std::vector<Setting> table = {
@@ -364,6 +367,12 @@ void ReadFile(const std::string& path, ResolvedConfig& config) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     config.errors.push_back(path + ": cannot read: " + ErrnoText());
+    return;
+  }
+  // A directory opens, and reads as an empty file: a valid, empty config.
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    config.errors.push_back(
+        path + ": cannot read: " + std::make_error_code(std::errc::is_a_directory).message());
     return;
   }
   std::stringstream text;

@@ -10,12 +10,14 @@
 //   if (!config.errors.empty()) ...         // each names its source, key and reason
 //   std::cout << server::PrintConfig(config);
 //
-// Adding a setting is two lines: a field of DaemonConfig and its row in
-// Settings() (config.cc); then its commented default in
-// packaging/chronoqd.toml, which a test holds to the table.
+// Adding a setting: a field of DaemonConfig (its initializer is the default)
+// and a row of the table in config.cc, never an add_option in main.cc; then
+// its commented default in packaging/chronoqd.toml and its row in
+// docs/OPERATIONS.md ("Configuration"), which config_test holds to the table.
 //
-// Everything here is a pure function of its inputs but ProcessEnvironment()
-// and the reading of the config file. Thread-safe.
+// The free functions are pure functions of their inputs, but for
+// ProcessEnvironment() and the reading of the config file: thread-safe.
+// CommandLine is not thread-safe (CLI11 parses into it).
 #pragma once
 
 #include <functional>

@@ -244,6 +244,9 @@ TEST_F(ConfigTest, AMissingFileIsAnError) {
   const std::string missing = dir_.File("missing.toml");
   ResolvedConfig c = ResolveConfig({}, Env({}), missing);
   EXPECT_THAT(c.errors, ElementsAre(missing + ": cannot read: No such file or directory"));
+  // A directory opens, but is no config file.
+  c = ResolveConfig({}, Env({}), dir_.File(""));
+  EXPECT_THAT(c.errors, ElementsAre(dir_.File("") + ": cannot read: Is a directory"));
 }
 
 TEST_F(ConfigTest, FlagsAndVariablesGetTheSameChecksAsTheFile) {
