@@ -2,9 +2,10 @@
 // precedence of flag > environment > file > default on one key of each type,
 // --check-config on the Debian package's file and on bad ones, the exit code
 // and messages of a bad configuration, and --help against the settings table
-// (so that main.cc cannot grow a flag without a key). chronoqd never starts
-// serving here; each run has a deadline.
+// (so that main.cc cannot grow a flag without a key); and one start that
+// serves from a config file. Each run has a deadline.
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -28,10 +29,10 @@ using ::testing::IsEmpty;
 
 class ConfigE2eTest : public ::testing::Test {
  protected:
-  // Runs chronoqd with `args` and `env` ("NAME=value"), every other setting's
+  // chronoqd with `args` and `env` ("NAME=value"), every other setting's
   // variable (and CHRONOQ_CONFIG) empty, which chronoqd takes as unset: the
   // environment the test runs in cannot leak in.
-  Subprocess::Completed Run(std::vector<std::string> args, std::vector<std::string> env = {}) {
+  static SpawnOptions Chronoqd(std::vector<std::string> args, std::vector<std::string> env) {
     SpawnOptions o;
     o.argv = {CHRONOQD_PATH};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
@@ -43,7 +44,13 @@ class ConfigE2eTest : public ::testing::Test {
           env.begin(), env.end(), [&](const std::string& e) { return e.starts_with(name + "="); });
       if (!given) o.env.push_back(name + "=");
     }
-    Result<Subprocess::Completed> done = Subprocess::Run(o, Deadline(60s));
+    return o;
+  }
+
+  // Runs chronoqd to its end.
+  Subprocess::Completed Run(std::vector<std::string> args, std::vector<std::string> env = {}) {
+    Result<Subprocess::Completed> done =
+        Subprocess::Run(Chronoqd(std::move(args), std::move(env)), Deadline(60s));
     EXPECT_TRUE(done.ok()) << done.status().ToString();
     return done.ok() ? *done : Subprocess::Completed{};
   }
@@ -97,6 +104,31 @@ TEST_F(ConfigE2eTest, PrintConfigShowsEachValueAndWhereItCameFrom) {
     for (const std::string& line : layer.lines)
       EXPECT_THAT(done.out, HasSubstr("\n" + line + "\n"));
   }
+}
+
+// chronoqd serves with what a config file says: its address, data directory
+// and token file reach the server, and it stops on SIGTERM as ever.
+TEST_F(ConfigE2eTest, ChronoqdStartsFromAConfigFile) {
+  const std::string tokens = Write("tokens", "0123456789abcdef0123456789abcdef\n");
+  const std::string file =
+      Write("serve.toml", "listen = \"127.0.0.1:0\"\ndata = \"" + dir_.File("data") +
+                              "\"\ntoken-file = \"" + tokens + "\"\n");
+  SpawnOptions o = Chronoqd({"--config", file}, {});
+  o.stdin_mode = Stdio::kNull;
+  o.stdout_mode = Stdio::kPipe;
+  o.stderr_mode = Stdio::kFile;
+  o.stderr_file = dir_.File("log");
+  Result<Subprocess> p = Subprocess::Spawn(o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Result<std::string> line = p->ReadLine(Deadline(60s), "chronoqd's \"listening on\" line");
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_THAT(*line, ::testing::MatchesRegex("chronoqd listening on http://127\\.0\\.0\\.1:[0-9]+ "
+                                             "\\(data in .*/data, bearer token required\\)"));
+  EXPECT_TRUE(std::filesystem::exists(dir_.File("data") + "/chronoq.db"));
+  p->Signal(SIGTERM);
+  Result<int> code = p->Wait(Deadline(60s));
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  EXPECT_EQ(*code, 0);
 }
 
 // The file the Debian package installs as /etc/chronoq/chronoqd.toml.
