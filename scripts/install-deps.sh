@@ -10,6 +10,8 @@ packages=(
   clang libclang-rt-14-dev
   libsqlite3-dev nlohmann-json3-dev libhowardhinnant-date-dev tzdata
   libspdlog-dev libfmt-dev libcli11-dev libboost-dev libssl-dev
+  # chronoqd's config file (TOML): toml++ 3.3 in bookworm.
+  libtomlplusplus-dev
   # The TLS tests make a throwaway CA with the openssl command (tests/support/make-test-certs.sh).
   openssl
   libgtest-dev libgmock-dev libbenchmark-dev

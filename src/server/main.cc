@@ -5,9 +5,16 @@
 //            [--store postgresql://USER@HOST/DB?schema=NAME] [--tls-cert FILE --tls-key FILE]
 //            [--cluster [--node-id ID] [--advertise http://HOST:PORT]
 //             [--cluster-token-file FILE] [--heartbeat-ms 500] [--lease-ms 3000]]
+//            [--config FILE] [--print-config] [--check-config]
 //
-// Every flag has an environment equivalent (CHRONOQ_LISTEN, CHRONOQ_DATA,
-// CHRONOQ_STORE, CHRONOQ_TOKEN_FILE or CHRONOQ_TOKEN, CHRONOQ_LOG_FORMAT, ...).
+// Every flag has an environment variable and a key of the TOML --config
+// file (CHRONOQ_CONFIG), all named in one table (server/config.h); a flag
+// wins over its variable, which wins over the file, which wins over the
+// default. --print-config prints the result and where each value came from;
+// --check-config runs the checks start-up makes (Prepare() below) without
+// listening or opening the store, and prints ok. A bad configuration exits
+// 2 before anything starts. CHRONOQ_TOKEN (one admin secret, when no token
+// file is set) has no flag and no key: a secret stays out of the file.
 // --store names the store as a URL (EngineOptions::store) and overrides
 // --data and --durability, which describe the default SQLite file. SIGTERM and
 // SIGINT stop it gracefully: no new connections, long polls answer empty,
@@ -37,6 +44,7 @@
 #include "cluster/node.h"
 #include "engine/store_url.h"
 #include "server/api.h"
+#include "server/config.h"
 #include "server/http_server.h"
 #include "server/log_format.h"
 #include "server/tokens.h"
@@ -51,33 +59,6 @@
 namespace {
 
 using namespace chronoq;
-
-// "host:port", "[v6]:port" or ":port" (all interfaces of IPv4).
-Status ParseListen(const std::string& text, server::ServerOptions& out) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string::npos) {
-    return Status::InvalidArgument("listen", "must be host:port, e.g. 127.0.0.1:7070");
-  }
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  out.host = host.empty() ? "0.0.0.0" : host;
-  const std::string port = text.substr(colon + 1);
-  int value = -1;
-  try {
-    size_t used = 0;
-    value = std::stoi(port, &used);
-    if (used != port.size()) value = -1;
-  } catch (const std::exception&) {
-    value = -1;
-  }
-  if (value < 0 || value > 65535) {
-    return Status::InvalidArgument("listen", "port must be 0-65535, not '" + port + "'");
-  }
-  out.port = static_cast<uint16_t>(value);
-  return {};
-}
 
 Status ReadTokenFile(const std::string& path, std::string& token, std::string_view field) {
   std::ifstream in(path);
@@ -144,28 +125,6 @@ int WaitForStop(const sigset_t& signals, server::TokenRegistry* tokens) {
     if (sig != SIGHUP) return sig;
     ReloadTokens(tokens);
   }
-}
-
-// The store URL as it may be printed: without a password, whether in the
-// user part ("postgresql://user:secret@host") or a parameter ("password=").
-std::string Redacted(std::string url) {
-  const size_t scheme = url.find("://");
-  if (scheme != std::string::npos) {
-    const size_t start = scheme + 3;
-    const size_t at = url.find('@', start);
-    const size_t slash = url.find('/', start);
-    const size_t colon = url.find(':', start);
-    if (at != std::string::npos && (slash == std::string::npos || at < slash) &&
-        colon != std::string::npos && colon < at) {
-      url.replace(colon + 1, at - colon - 1, "***");
-    }
-  }
-  for (size_t p = url.find("password="); p != std::string::npos; p = url.find("password=", p)) {
-    p += 9;
-    const size_t end = url.find('&', p);
-    url.replace(p, (end == std::string::npos ? url.size() : end) - p, "***");
-  }
-  return url;
 }
 
 // Hands requests to the node once it exists: chronoqd in a cluster learns
@@ -239,41 +198,119 @@ int Fail(const Status& s) {
   return 2;
 }
 
+// A cluster node's name and address by default: its host name and port, and
+// its listen address (the host name when it listens on all interfaces).
+void DefaultNodeIdentity(const std::string& listen_host, uint16_t port, std::string& node_id,
+                         std::string& advertise) {
+  const bool any = listen_host == "0.0.0.0" || listen_host == "::";
+  const std::string host = any ? HostName() : listen_host;
+  const bool v6 = host.find(':') != std::string::npos;
+  if (node_id.empty()) node_id = HostName() + ":" + std::to_string(port);
+  if (advertise.empty()) {
+    advertise = "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  }
+}
+
+// What chronoqd starts with, once every check passed.
+struct Startup {
+  server::ServerOptions options;
+  std::unique_ptr<server::TokenRegistry> tokens;  // options.tokens points here
+  std::string engine_store;                       // without --cluster: the engine's store URL
+  PostgresOptions cluster_store;                  // with --cluster
+};
+
+// Everything start-up checks before it listens or opens the store, which
+// --check-config runs alone: the listen address, the token files (read and
+// parsed), exposure without a token, the TLS certificate and key (loaded),
+// the store URL (parsed, not opened), and with --cluster its PostgreSQL
+// store, the cluster token and the node's options. Reads files; changes
+// nothing.
+Result<Startup> Prepare(const server::DaemonConfig& config) {
+  Startup s;
+  server::ServerOptions& options = s.options;
+  options.threads = config.threads;
+  options.header_timeout = std::chrono::milliseconds(config.header_timeout_ms);
+  options.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+  CHRONOQ_RETURN_IF_ERROR(server::ParseListen("listen", config.listen, options.host, options.port));
+  CHRONOQ_RETURN_IF_ERROR(LoadTokens(config.token_file, s.tokens));
+  options.tokens = s.tokens.get();
+  CHRONOQ_RETURN_IF_ERROR(CheckExposure(options, config.insecure_no_auth));
+  options.tls_cert_file = config.tls_cert;
+  options.tls_key_file = config.tls_key;
+  CHRONOQ_RETURN_IF_ERROR(server::CheckTls(options));
+  if (!config.cluster) {
+    s.engine_store = config.store.empty()
+                         ? "sqlite:" + config.data + "/chronoq.db?durability=" + config.durability
+                         : config.store;
+    CHRONOQ_RETURN_IF_ERROR(ParseStoreUrl(s.engine_store).status());
+    return s;
+  }
+  if (!config.tls_cert.empty()) {
+    return Status::InvalidArgument(
+        "tls-cert",
+        "--tls-cert cannot be used with --cluster: the nodes forward requests to "
+        "the leader over plain HTTP (docs/OPERATIONS.md, \"TLS\")");
+  }
+  CHRONOQ_RETURN_IF_ERROR(ReadToken(config.cluster_token_file, "cluster-token-file",
+                                    "CHRONOQ_CLUSTER_TOKEN", options.cluster_token));
+  if (options.cluster_token.empty() && s.tokens != nullptr) {
+    // By default the nodes send each other the API's token: only when
+    // there is one secret, not named tokens.
+    if (!s.tokens->Current()->single_secret()) {
+      return Status::InvalidArgument("cluster-token-file",
+                                     "needed when --token-file holds named tokens: the nodes "
+                                     "send each other one secret of their own");
+    }
+    CHRONOQ_RETURN_IF_ERROR(
+        ReadToken(config.token_file, "token-file", "CHRONOQ_TOKEN", options.cluster_token));
+  }
+  if (config.store.empty()) {
+    return Status::InvalidArgument("cluster", "needs --store naming a PostgreSQL database");
+  }
+  CHRONOQ_ASSIGN_OR_RETURN(StoreLocation location, ParseStoreUrl(config.store));
+  if (!location.postgres) {
+    return Status::InvalidArgument("cluster",
+                                   "the nodes of a cluster share a PostgreSQL store, not " +
+                                       server::RedactStoreUrl(config.store));
+  }
+  s.cluster_store = *location.postgres;
+  // The node checks its options when it starts, after chronoqd listens (its
+  // default name and address need the port): check them now too.
+  cluster::NodeOptions node;
+  node.node_id = config.node_id;
+  node.advertise = config.advertise;
+  // With port 0 the real port is known only once chronoqd listens: any
+  // valid one stands in for it here.
+  DefaultNodeIdentity(options.host, options.port != 0 ? options.port : 7070, node.node_id,
+                      node.advertise);
+  node.heartbeat = std::chrono::milliseconds(config.heartbeat_ms);
+  node.lease = std::chrono::milliseconds(config.lease_ms);
+  CHRONOQ_RETURN_IF_ERROR(cluster::ValidateNodeOptions(node));
+  return s;
+}
+
 // chronoqd --cluster: the node answers every request; it runs the engine
 // only while it leads.
-int RunClusterNode(server::ServerOptions options, const std::string& store, std::string node_id,
-                   std::string advertise, int heartbeat_ms, int lease_ms, int webhook_concurrency,
-                   Duration stats_interval, sigset_t signals, server::TokenRegistry* tokens) {
-  if (store.empty()) {
-    return Fail(Status::InvalidArgument("cluster", "needs --store naming a PostgreSQL database"));
-  }
-  Result<StoreLocation> location = ParseStoreUrl(store);
-  if (!location.ok()) return Fail(location.status());
-  if (!location->postgres) {
-    return Fail(Status::InvalidArgument(
-        "cluster", "the nodes of a cluster share a PostgreSQL store, not " + Redacted(store)));
-  }
+int RunClusterNode(const server::DaemonConfig& config, Startup& startup, sigset_t signals) {
+  const server::ServerOptions& options = startup.options;
   LateHandler late;
   server::HttpServer http(options, late);
   if (Status s = http.Start(); !s.ok()) return Fail(s);
-  const std::string port = std::to_string(http.port());
-  const bool any = options.host == "0.0.0.0" || options.host == "::";
-  const std::string host = any ? HostName() : options.host;
-  const bool v6 = host.find(':') != std::string::npos;
-  if (node_id.empty()) node_id = HostName() + ":" + port;
-  if (advertise.empty()) advertise = "http://" + (v6 ? "[" + host + "]" : host) + ":" + port;
+  std::string node_id = config.node_id;
+  std::string advertise = config.advertise;
+  DefaultNodeIdentity(options.host, http.port(), node_id, advertise);
 
   boost::asio::thread_pool blocking(2);
   cluster::NodeOptions node_options;
   node_options.node_id = node_id;
   node_options.advertise = advertise;
-  node_options.store = *location->postgres;
-  node_options.heartbeat = std::chrono::milliseconds(heartbeat_ms);
-  node_options.lease = std::chrono::milliseconds(lease_ms);
+  node_options.store = startup.cluster_store;
+  node_options.heartbeat = std::chrono::milliseconds(config.heartbeat_ms);
+  node_options.lease = std::chrono::milliseconds(config.lease_ms);
   node_options.cluster_token = options.cluster_token;
   node_options.version = CHRONOQ_VERSION;
-  node_options.webhook_concurrency = webhook_concurrency;
-  node_options.stats_interval = stats_interval;
+  node_options.webhook_concurrency = config.webhook_concurrency;
+  node_options.stats_interval = std::chrono::milliseconds(config.stats_interval_ms);
   node_options.run_blocking = [&blocking](std::function<void()> fn) {
     boost::asio::post(blocking, std::move(fn));
   };
@@ -281,13 +318,14 @@ int RunClusterNode(server::ServerOptions options, const std::string& store, std:
   if (Status s = node.Start(); !s.ok()) return Fail(s);
   late.Set(&node);
   std::printf("chronoqd listening on http://%s:%u (cluster node %s, store %s%s)\n",
-              options.host.c_str(), http.port(), node_id.c_str(), Redacted(store).c_str(),
+              options.host.c_str(), http.port(), node_id.c_str(),
+              server::RedactStoreUrl(config.store).c_str(),
               options.tokens == nullptr ? "" : ", bearer token required");
   std::fflush(stdout);
   spdlog::info("chronoqd {} listening on {}:{} as cluster node {} ({})", CHRONOQ_VERSION,
                options.host, http.port(), node_id, advertise);
 
-  const int sig = WaitForStop(signals, tokens);
+  const int sig = WaitForStop(signals, startup.tokens.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { node.ReleaseWaitingClaims(); });
   blocking.join();
@@ -299,141 +337,47 @@ int RunClusterNode(server::ServerOptions options, const std::string& store, std:
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every flag, its variable and its config key: server/config.h. A new
+  // setting is a field of DaemonConfig and a row of its table, not an
+  // add_option here.
   CLI::App app{"chronoqd: durable timed tasks over HTTP/JSON"};
-  std::string listen = "127.0.0.1:7070";
-  std::string data = "./data";
-  std::string token_file;
-  std::string log_format = "text";
-  std::string durability = "normal";
-  int threads = 2;
-  int webhook_concurrency = 16;
-  int header_timeout_ms = 10'000;
-  int idle_timeout_ms = 120'000;
-  int stats_interval_ms = 10'000;
-  bool insecure_no_auth = false;
-  app.add_option("--listen", listen,
-                 "address to listen on (port 0: any free port); other than loopback only with "
-                 "a token or --insecure-no-auth")
-      ->envname("CHRONOQ_LISTEN")
-      ->capture_default_str();
-  app.add_flag("--insecure-no-auth", insecure_no_auth,
-               "serve a non-loopback --listen address without a token (anyone who reaches it "
-               "can do anything)")
-      ->envname("CHRONOQ_INSECURE_NO_AUTH");
-  std::string store;
-  app.add_option("--data", data, "data directory")->envname("CHRONOQ_DATA")->capture_default_str();
-  app.add_option("--store", store,
-                 "store URL, overriding --data and --durability: postgresql://USER@HOST/DB"
-                 "[?schema=NAME&...] or sqlite:PATH[?durability=full]")
-      ->envname("CHRONOQ_STORE");
-  app.add_option("--token-file", token_file,
-                 "file of the bearer tokens (one secret, or lines of NAME SCOPE SECRET with "
-                 "scope read, write or admin) every request but /healthz needs; read again on "
-                 "SIGHUP (or set CHRONOQ_TOKEN to one admin secret)")
-      ->envname("CHRONOQ_TOKEN_FILE");
-  app.add_option("--log-format", log_format, "text or json")
-      ->envname("CHRONOQ_LOG_FORMAT")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  app.add_option("--durability", durability,
-                 "normal (survives a crash of the process) or full (fsync: survives power loss)")
-      ->envname("CHRONOQ_DURABILITY")
-      ->check(CLI::IsMember({"normal", "full"}))
-      ->capture_default_str();
-  app.add_option("--threads", threads, "I/O threads")
-      ->envname("CHRONOQ_THREADS")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  app.add_option("--webhook-concurrency", webhook_concurrency,
-                 "webhook deliveries in flight per queue")
-      ->envname("CHRONOQ_WEBHOOK_CONCURRENCY")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  app.add_option("--header-timeout-ms", header_timeout_ms,
-                 "a client that started a request must send its headers within this")
-      ->envname("CHRONOQ_HEADER_TIMEOUT_MS")
-      ->check(CLI::Range(1, 3'600'000))
-      ->capture_default_str();
-  app.add_option("--idle-timeout-ms", idle_timeout_ms,
-                 "idle keep-alive connections close after this")
-      ->envname("CHRONOQ_IDLE_TIMEOUT_MS")
-      ->check(CLI::Range(1, 86'400'000))
-      ->capture_default_str();
-  app.add_option("--stats-interval-ms", stats_interval_ms,
-                 "how often the statistics behind GET /v1/stats/history (the dashboard's charts) "
-                 "are sampled; an hour of samples is kept")
-      ->envname("CHRONOQ_STATS_INTERVAL_MS")
-      ->check(CLI::Range(100, 600'000))
-      ->capture_default_str();
-  std::string tls_cert;
-  std::string tls_key;
-  app.add_option("--tls-cert", tls_cert,
-                 "PEM file of the server's certificate (and any intermediates): serve TLS 1.2+ "
-                 "(https://) instead of plain HTTP; needs --tls-key")
-      ->envname("CHRONOQ_TLS_CERT");
-  app.add_option("--tls-key", tls_key,
-                 "PEM file of the certificate's private key, unencrypted; needs --tls-cert")
-      ->envname("CHRONOQ_TLS_KEY");
-  bool cluster = false;
-  std::string node_id;
-  std::string advertise;
-  std::string cluster_token_file;
-  int heartbeat_ms = 500;
-  int lease_ms = 3000;
-  app.add_flag("--cluster", cluster,
-               "run as one node of several on the --store PostgreSQL schema: lead or stand by")
-      ->envname("CHRONOQ_CLUSTER");
-  app.add_option("--node-id", node_id, "this node's name in the cluster (default: HOST:PORT)")
-      ->envname("CHRONOQ_NODE_ID");
-  app.add_option("--advertise", advertise,
-                 "where the other nodes reach this one, http://HOST:PORT (default: the "
-                 "listen address, the host name if it listens on all interfaces)")
-      ->envname("CHRONOQ_ADVERTISE");
-  app.add_option("--cluster-token-file", cluster_token_file,
-                 "file holding the token nodes send each other (or set CHRONOQ_CLUSTER_TOKEN; "
-                 "default: the API token)")
-      ->envname("CHRONOQ_CLUSTER_TOKEN_FILE");
-  app.add_option("--heartbeat-ms", heartbeat_ms, "how often each node writes its heartbeat")
-      ->envname("CHRONOQ_HEARTBEAT_MS")
-      ->check(CLI::Range(10, 60'000))
-      ->capture_default_str();
-  app.add_option("--lease-ms", lease_ms,
-                 "a leader whose heartbeat stopped this long is replaced (at least twice "
-                 "--heartbeat-ms)")
-      ->envname("CHRONOQ_LEASE_MS")
-      ->check(CLI::Range(20, 600'000))
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  server::CommandLine command_line(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help exits 0; a bad command line is a bad configuration: 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  const server::Environment env = server::ProcessEnvironment();
+  const server::ResolvedConfig resolved = command_line.Resolve(env);
+  if (!resolved.errors.empty()) {
+    for (const std::string& error : resolved.errors) std::cerr << "chronoqd: " << error << "\n";
+    return 2;
+  }
+  if (command_line.print_config()) {
+    std::cout << server::PrintConfig(resolved, env) << std::flush;
+    if (!command_line.check_config()) return 0;
+  }
+  const server::DaemonConfig& config = resolved.values;
 
   // Logs go to stderr; stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("chronoqd"));
-  if (log_format == "json") chronoq::server::UseJsonLogs();
+  if (config.log_format == "json") chronoq::server::UseJsonLogs();
 
-  server::ServerOptions options;
-  options.threads = threads;
+  Result<Startup> startup = Prepare(config);
+  if (!startup.ok()) return Fail(startup.status());
+  if (command_line.check_config()) {
+    std::cout << "ok" << std::endl;
+    return 0;
+  }
+  server::ServerOptions& options = startup->options;
   // Descriptors kept for the store, webhooks and logs, beyond connections.
   constexpr rlim_t kReservedFiles = 64;
   const rlim_t files = RaiseOpenFileLimit();
   options.max_connections = files > 2 * kReservedFiles ? files - kReservedFiles : files / 2;
   spdlog::info("open-file limit {}: at most {} connections at once", files,
                options.max_connections);
-  options.header_timeout = std::chrono::milliseconds(header_timeout_ms);
-  options.idle_timeout = std::chrono::milliseconds(idle_timeout_ms);
-  if (Status s = ParseListen(listen, options); !s.ok()) return Fail(s);
-  std::unique_ptr<server::TokenRegistry> tokens;
-  if (Status s = LoadTokens(token_file, tokens); !s.ok()) return Fail(s);
-  options.tokens = tokens.get();
-  if (Status s = CheckExposure(options, insecure_no_auth); !s.ok()) return Fail(s);
-  options.tls_cert_file = tls_cert;
-  options.tls_key_file = tls_key;
-  if (Status s = server::CheckTls(options); !s.ok()) return Fail(s);
-  const bool tls = !tls_cert.empty();
-  if (tls && cluster) {
-    return Fail(Status::InvalidArgument(
-        "tls-cert",
-        "--tls-cert cannot be used with --cluster: the nodes forward requests to "
-        "the leader over plain HTTP (docs/OPERATIONS.md, \"TLS\")"));
-  }
+  const bool tls = !config.tls_cert.empty();
   const char* scheme = tls ? "https" : "http";
 
   // Signals are taken by sigwait below, never by a handler on a random thread.
@@ -445,35 +389,15 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  if (cluster) {
-    Status s = ReadToken(cluster_token_file, "cluster-token-file", "CHRONOQ_CLUSTER_TOKEN",
-                         options.cluster_token);
-    if (!s.ok()) return Fail(s);
-    if (options.cluster_token.empty() && tokens != nullptr) {
-      // By default the nodes send each other the API's token: only when
-      // there is one secret, not named tokens.
-      if (!tokens->Current()->single_secret()) {
-        return Fail(
-            Status::InvalidArgument("cluster-token-file",
-                                    "needed when --token-file holds named tokens: the nodes send "
-                                    "each other one secret of their own"));
-      }
-      s = ReadToken(token_file, "token-file", "CHRONOQ_TOKEN", options.cluster_token);
-      if (!s.ok()) return Fail(s);
-    }
-    return RunClusterNode(options, store, node_id, advertise, heartbeat_ms, lease_ms,
-                          webhook_concurrency, std::chrono::milliseconds(stats_interval_ms),
-                          signals, tokens.get());
-  }
+  if (config.cluster) return RunClusterNode(config, *startup, signals);
 
   EngineOptions engine_options;
-  engine_options.store =
-      store.empty() ? "sqlite:" + data + "/chronoq.db?durability=" + durability : store;
+  engine_options.store = startup->engine_store;
   auto engine = Engine::Open(engine_options);
   if (!engine.ok()) return Fail(engine.status());
 
   // Queues that ever held a task with a target are delivered by chronoqd.
-  server::WebhookDeliverer webhooks(**engine, {.concurrency = webhook_concurrency});
+  server::WebhookDeliverer webhooks(**engine, {.concurrency = config.webhook_concurrency});
   auto queues = (*engine)->ListQueues();
   if (!queues.ok()) return Fail(queues.status());
   for (const QueueInfo& q : *queues) {
@@ -485,10 +409,11 @@ int main(int argc, char** argv) {
       **engine, SystemClock(),
       [&blocking](std::function<void()> fn) { boost::asio::post(blocking, std::move(fn)); },
       [&webhooks](const std::string& queue) { webhooks.Serve(queue); },
-      std::chrono::milliseconds(stats_interval_ms));
+      std::chrono::milliseconds(config.stats_interval_ms));
   server::HttpServer http(options, api);
   if (Status s = http.Start(); !s.ok()) return Fail(s);
-  const std::string where = store.empty() ? "data in " + data : "store " + Redacted(store);
+  const std::string where = config.store.empty() ? "data in " + config.data
+                                                 : "store " + server::RedactStoreUrl(config.store);
   std::printf("chronoqd listening on %s://%s:%u (%s%s)\n", scheme, options.host.c_str(),
               http.port(), where.c_str(),
               options.tokens == nullptr ? "" : ", bearer token required");
@@ -496,7 +421,7 @@ int main(int argc, char** argv) {
   spdlog::info("chronoqd {} listening on {}://{}:{}", CHRONOQ_VERSION, scheme, options.host,
                http.port());
 
-  const int sig = WaitForStop(signals, tokens.get());
+  const int sig = WaitForStop(signals, startup->tokens.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { (*engine)->ReleaseWaitingClaims(); });
   blocking.join();
