@@ -12,7 +12,7 @@ import (
 func TestC12Unauthorized(t *testing.T) {
 	s, err := testserver.StartWithToken("s3cret")
 	must(t, err)
-	defer s.Stop()
+	s.StopAtEnd(t)
 	ctx := testCtx(t)
 	anon, err := chronoq.New([]string{s.URL})
 	must(t, err)

@@ -38,7 +38,7 @@ func startNode(t *testing.T, store, id string) *testserver.Server {
 	s, err := testserver.StartWith("", "--cluster", "--store", store, "--node-id", id,
 		"--heartbeat-ms", "100", "--lease-ms", "1000")
 	must(t, err)
-	t.Cleanup(s.Stop)
+	s.StopAtEnd(t)
 	return s
 }
 

@@ -21,7 +21,7 @@ func TestHTTPSWithACAFile(t *testing.T) {
 	s, err := testserver.StartWith("", "--tls-cert", filepath.Join(dir, "server.pem"),
 		"--tls-key", filepath.Join(dir, "server.key"))
 	must(t, err)
-	defer s.Stop()
+	s.StopAtEnd(t)
 	if !strings.HasPrefix(s.URL, "https://127.0.0.1:") {
 		t.Fatalf("chronoqd --tls-cert listens on %s, not https", s.URL)
 	}

@@ -246,7 +246,7 @@ class Chronoqd:
                     return m.group(1).decode(), int(m.group(2))
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self.stop()
+                    self.stop(check=False)
                     pytest.fail(
                         f"chronoqd ({self.name}) printed no 'listening on' line within "
                         f"{STARTUP_DEADLINE_S:.0f} s; stdout so far: {seen!r}; "
@@ -271,18 +271,28 @@ class Chronoqd:
         except OSError:
             return "(no log)"
 
-    def stop(self) -> None:
+    def stop(self, check: bool = True) -> None:
+        """SIGTERM, then SIGKILL after the deadline. With ``check``, fails unless
+        chronoqd, still running, stopped with status 0 (a crash at shutdown, or a
+        sanitizer's report: LeakSanitizer checks at exit under ASan)."""
+        problem = ""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=STOP_DEADLINE_S)
+                code = self.proc.wait(timeout=STOP_DEADLINE_S)
+                if code != 0:
+                    problem = f"exited with {code} after SIGTERM"
             except subprocess.TimeoutExpired:
-                # It did not stop within the deadline: kill it, and say so in the log.
+                # It did not stop within the deadline: kill it, and say so.
                 self.proc.kill()
                 self.proc.wait(timeout=STOP_DEADLINE_S)
+                problem = f"did not stop within {STOP_DEADLINE_S:.0f} s of SIGTERM"
+        tail = self.stderr_tail(4000) if problem else ""
         if self.proc.stdout:
             self.proc.stdout.close()
         self._log.close()
+        if check and problem:
+            pytest.fail(f"chronoqd ({self.name}) {problem}; stderr: {tail}")
 
     def request(
         self,
@@ -1394,9 +1404,15 @@ def cluster(workdir, server):
                  lambda: nodes[1].request("GET", "/healthz").json().get("leader"))
         yield nodes
     finally:
+        problems = []
         for n in reversed(nodes):
-            n.stop()
+            try:
+                n.stop()
+            except pytest.fail.Exception as e:
+                problems.append(str(e))
         admin(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        if problems:
+            pytest.fail("; ".join(problems))
 
 
 def test_cluster_endpoints(server, cluster):

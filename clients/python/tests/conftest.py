@@ -76,7 +76,7 @@ class Server:
         while not self.url:
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
-                self.stop()
+                self.stop(check=False)
                 pytest.fail("chronoqd did not say 'listening on' within 15 s: " + "".join(self.log))
             try:
                 line = self.lines.get(timeout=left)
@@ -97,14 +97,24 @@ class Server:
         self.proc.kill()
         self.proc.wait(timeout=15)
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
+    def stop(self, check: bool = True) -> None:
+        """SIGTERM, then SIGKILL after 15 s. With ``check``, fails unless
+        chronoqd, still running, stopped with status 0: a crash at shutdown or
+        a sanitizer's report (the tests run the ASan+UBSan build, whose
+        LeakSanitizer checks at exit) fails the test, with chronoqd's log."""
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
+            if check:
+                pytest.fail("chronoqd did not stop within 15 s of SIGTERM: " + "".join(self.log))
+            return
+        if check and code != 0:
+            pytest.fail(f"chronoqd exited with {code} after SIGTERM: " + "".join(self.log)[-4000:])
 
 
 @pytest.fixture(scope="session")

@@ -49,7 +49,10 @@ func Main(m *testing.M, server **Server) {
 	}
 	*server = s
 	code := m.Run()
-	s.Stop()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -60,6 +63,8 @@ type Server struct {
 	cmd  *exec.Cmd
 	dir  string
 	done chan struct{}
+	// killed: Kill ended it, so its exit status says nothing.
+	killed bool
 
 	mu  sync.Mutex
 	log strings.Builder
@@ -144,7 +149,7 @@ func StartWith(token string, extra ...string) (*Server, error) {
 	case <-time.After(30 * time.Second):
 		err = fmt.Errorf("chronoqd did not say 'listening on' within 30 s: %s", s.Log())
 	}
-	s.Stop()
+	_ = s.Stop()
 	return nil, err
 }
 
@@ -158,20 +163,39 @@ func (s *Server) Log() string {
 // Kill ends chronoqd as a crash of its machine would (SIGKILL), waits for
 // the exit and removes the data directory.
 func (s *Server) Kill() {
+	s.killed = true
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	os.RemoveAll(s.dir)
 }
 
 // Stop sends SIGTERM, waits up to 30 s for the exit (then kills), and
-// removes the data directory.
-func (s *Server) Stop() {
+// removes the data directory. Unless Kill ended it before, chronoqd must
+// exit 0: an error says otherwise (a crash at shutdown, or a sanitizer's
+// report: the tests run the ASan+UBSan build, whose LeakSanitizer checks at
+// exit), with chronoqd's log.
+func (s *Server) Stop() error {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
 	case <-time.After(30 * time.Second):
 		_ = s.cmd.Process.Kill()
 		<-s.done
+		os.RemoveAll(s.dir)
+		return fmt.Errorf("chronoqd did not exit within 30 s of SIGTERM: %s", s.Log())
 	}
 	os.RemoveAll(s.dir)
+	if code := s.cmd.ProcessState.ExitCode(); code != 0 && !s.killed {
+		return fmt.Errorf("chronoqd exited with %d after SIGTERM: %s", code, s.Log())
+	}
+	return nil
+}
+
+// StopAtEnd stops s when t ends, failing t if Stop fails.
+func (s *Server) StopAtEnd(t testing.TB) {
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
 }

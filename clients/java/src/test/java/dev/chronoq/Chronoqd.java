@@ -21,6 +21,8 @@ final class Chronoqd implements AutoCloseable {
     private static final AtomicInteger SEQ = new AtomicInteger();
 
     final Process process;
+    /** kill() ended it, so its exit status says nothing. */
+    private volatile boolean killed;
     final Path data;
     final int port;
     final String url;
@@ -109,6 +111,7 @@ final class Chronoqd implements AutoCloseable {
 
     /** Ends chronoqd as a crash of its machine would (SIGKILL) and waits for it. */
     void kill() throws InterruptedException {
+        killed = true;
         process.destroyForcibly();
         if (!process.waitFor(DEADLINE.toSeconds(), TimeUnit.SECONDS)) {
             throw new IllegalStateException("chronoqd did not end within " + DEADLINE + " of SIGKILL");
@@ -122,6 +125,14 @@ final class Chronoqd implements AutoCloseable {
             process.destroyForcibly();
             process.waitFor(10, TimeUnit.SECONDS);
             throw new IllegalStateException("chronoqd did not stop within " + DEADLINE + " of SIGTERM");
+        }
+        // Unless kill() ended it, chronoqd exits 0 on SIGTERM: anything else is a crash at
+        // shutdown or a sanitizer's report (the tests run the ASan+UBSan build, whose
+        // LeakSanitizer checks at exit), which is in its stderr.
+        if (!killed && process.exitValue() != 0) {
+            String err = Files.readString(data.resolve("stderr.log"));
+            throw new IllegalStateException("chronoqd exited with " + process.exitValue()
+                    + " after SIGTERM; stderr: " + err.substring(Math.max(0, err.length() - 4000)));
         }
         try (var s = Files.walk(data)) {
             s.sorted(Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
