@@ -50,7 +50,7 @@ fi
 
 step "libchronoq.so: soname and exports"
 so=$prefix/$libdir/libchronoq.so.$soversion
-readelf -d "$so" | grep -q "SONAME.*\[libchronoq.so.$soversion\]" ||
+grep -q "SONAME.*\[libchronoq.so.$soversion\]" <<<"$(readelf -d "$so")" ||
   fail "the soname of $so is not libchronoq.so.$soversion: $(readelf -d "$so" | grep SONAME)"
 nm -D --defined-only -C "$so" | cut -d' ' -f3- >"$tmp/exports"
 grep -qx 'chronoq::Engine::Open(chronoq::EngineOptions)' "$tmp/exports" ||
@@ -58,8 +58,10 @@ grep -qx 'chronoq::Engine::Open(chronoq::EngineOptions)' "$tmp/exports" ||
 # Every exported symbol names chronoq (no std, nlohmann, fmt or sqlite code),
 # and every chronoq name in them is declared by a public header: an internal
 # class (Core, SqliteStore, ...) exported would fail here.
-if grep -v 'chronoq::' "$tmp/exports" | head -5 | grep .; then
-  fail "libchronoq.so exports symbols outside namespace chronoq (above)"
+grep -v 'chronoq::' "$tmp/exports" >"$tmp/foreign" || true
+if [[ -s $tmp/foreign ]]; then
+  head -5 "$tmp/foreign"
+  fail "libchronoq.so exports $(wc -l <"$tmp/foreign") symbols outside namespace chronoq (above)"
 fi
 grep -oE 'chronoq::[A-Za-z_][A-Za-z_0-9]*' "$tmp/exports" | sort -u | while read -r name; do
   grep -qw -- "${name#chronoq::}" "$prefix"/include/chronoq/*.h ||
@@ -69,7 +71,8 @@ echo "$(wc -l <"$tmp/exports") symbols exported, all public"
 # A public header without the pragma would leave its functions hidden.
 for h in "$prefix"/include/chronoq/*.h; do
   grep -q '^#pragma GCC visibility push(default)' "$h" ||
-    fail "$h lacks '#pragma GCC visibility push(default)': libchronoq.so would hide what it declares"
+    fail "$h lacks '#pragma GCC visibility push(default)':" \
+      "libchronoq.so would hide what it declares"
 done
 
 step "find_package(chronoq CONFIG): shared and static"
@@ -81,8 +84,9 @@ grep -q "chronoq_DIR: $prefix/" "$tmp/cmake.log" ||
   fail "find_package found another chronoq: $(grep chronoq_DIR "$tmp/cmake.log")"
 cmake --build "$tmp/cmake" >"$tmp/build.log" 2>&1 ||
   { cat "$tmp/build.log"; fail "building the consumer failed"; }
-ldd "$tmp/cmake/chronoq-consumer" | grep -q "libchronoq.so.$soversion => $prefix/" ||
-  fail "chronoq-consumer does not load the installed libchronoq.so: $(ldd "$tmp/cmake/chronoq-consumer" | grep chronoq)"
+loads=$(ldd "$tmp/cmake/chronoq-consumer")
+grep -q "libchronoq.so.$soversion => $prefix/" <<<"$loads" ||
+  fail "chronoq-consumer does not load the installed libchronoq.so: $(grep chronoq <<<"$loads")"
 if ldd "$tmp/cmake/chronoq-consumer-static" | grep chronoq; then
   fail "chronoq-consumer-static loads libchronoq.so"
 fi

@@ -58,7 +58,7 @@ debs=("$tmp/chronoq_${version}_$arch.deb" "$tmp/chronoq-dev_${version}_$arch.deb
 for deb in "${debs[@]}"; do
   [[ -f $deb ]] || fail "cpack made no $deb: $(ls "$tmp")"
 done
-dpkg-deb --field "${debs[1]}" Depends | grep -q "chronoq (= $version)" ||
+grep -q "chronoq (= $version)" <<<"$(dpkg-deb --field "${debs[1]}" Depends)" ||
   fail "chronoq-dev does not depend on chronoq (= $version)"
 
 step "dpkg -i"
@@ -68,7 +68,7 @@ for f in "${files[@]}"; do
 done
 [[ $(dpkg -S /usr/bin/chronoqd) == "chronoq: /usr/bin/chronoqd" ]] ||
   fail "/usr/bin/chronoqd is not chronoq's: $(dpkg -S /usr/bin/chronoqd)"
-dpkg-query -W -f='${Conffiles}\n' chronoq | grep -q '^ /etc/chronoq/chronoqd.toml ' ||
+grep -q '^ /etc/chronoq/chronoqd.toml ' <<<"$(dpkg-query -W -f='${Conffiles}\n' chronoq)" ||
   fail "/etc/chronoq/chronoqd.toml is not a conffile: $(dpkg-query -W -f='${Conffiles}' chronoq)"
 
 step "the unit"
@@ -88,14 +88,16 @@ if grep chronoqd "$tmp/verify.log"; then
 fi
 
 step "the installed programs"
-/usr/bin/chronoqd --help >"$tmp/help.log" 2>&1 || { cat "$tmp/help.log"; fail "chronoqd --help failed"; }
+for program in chronoqd chronoq chronoq-admin; do
+  /usr/bin/$program --help >"$tmp/help.log" 2>&1 ||
+    { cat "$tmp/help.log"; fail "$program --help failed"; }
+done
+/usr/bin/chronoqd --help >"$tmp/help.log" 2>&1
 grep -q -- '--listen' "$tmp/help.log" || fail "chronoqd --help printed: $(cat "$tmp/help.log")"
-/usr/bin/chronoq --help >"$tmp/help.log" 2>&1 || { cat "$tmp/help.log"; fail "chronoq --help failed"; }
-/usr/bin/chronoq-admin --help >"$tmp/help.log" 2>&1 ||
-  { cat "$tmp/help.log"; fail "chronoq-admin --help failed"; }
 [[ $(PKG_CONFIG_PATH='' pkg-config --modversion chronoq) == "$version" ]] ||
   fail "pkg-config does not find the installed chronoq.pc"
-ldconfig -p | grep -q "libchronoq.so.$soversion " || fail "ldconfig does not know libchronoq.so.$soversion"
+grep -q "libchronoq.so.$soversion " <<<"$(ldconfig -p)" ||
+  fail "ldconfig does not know libchronoq.so.$soversion"
 
 step "dpkg --purge"
 purge || { cat "$tmp/purge.log"; fail "dpkg --purge failed"; }
@@ -106,5 +108,7 @@ for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
   [[ -z $status || $status == not-installed ]] || fail "$p is still known to dpkg: $status"
 done
-ldconfig -p | grep -q "libchronoq.so" && fail "ldconfig still lists libchronoq after the purge"
+if grep -q "libchronoq.so" <<<"$(ldconfig -p)"; then
+  fail "ldconfig still lists libchronoq after the purge"
+fi
 echo "package_test: all passed"
