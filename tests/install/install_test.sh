@@ -19,7 +19,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/chronoq-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 
-step() { echo "== $*"; }
+step() { echo "== [${SECONDS}s] $*"; }
 fail() {
   echo "install_test: FAIL: $*" >&2
   exit 1
@@ -108,4 +108,4 @@ mkdir "$tmp/pc"
   fail "pkg-config --static --libs: link failed"
 run_consumer "$tmp/pc/shared"
 run_consumer "$tmp/pc/static"
-echo "install_test: all passed"
+echo "install_test: all passed in ${SECONDS}s"
