@@ -40,8 +40,8 @@ for f in "${files[@]}" /etc/chronoq; do
 done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/chronoq-package.XXXXXX")
-# --force-unsafe-io: dpkg skips its fsyncs, most of the time of installing a
-# sanitized tree's 600 MB of files; nothing here must survive a power cut.
+# --force-unsafe-io: dpkg skips its fsyncs; a sanitized tree's packages hold
+# about 600 MB, none of which must survive a power cut.
 purge() { dpkg --force-unsafe-io --purge "${packages[@]}" >"$tmp/purge.log" 2>&1; }
 cleanup() {
   purge || cat "$tmp/purge.log" >&2
