@@ -4,7 +4,7 @@
 JOBS ?= $(shell nproc)
 CMAKE_COMMON := -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
 
-.PHONY: deps release-config release run run-postgres demo test asan-config asan tsan-build tsan stress fuzz bench soak format format-check lint clean
+.PHONY: deps release-config release deb run run-postgres demo test asan-config asan tsan-build tsan stress fuzz bench soak format format-check lint clean
 
 deps:
 	@scripts/install-deps.sh
@@ -14,6 +14,16 @@ release-config: deps
 
 release: release-config
 	cmake --build build/release -j $(JOBS)
+
+# The Debian packages of a Release build, in build/release: chronoq (chronoqd,
+# chronoq, chronoq-admin, libchronoq.so, the systemd unit chronoqd.service,
+# /etc/chronoq/chronoqd.toml) and chronoq-dev (headers, libchronoq.a, the CMake
+# package, chronoq.pc). Builds only what they hold (chronoq_installable).
+# docs/OPERATIONS.md, "Installing the Debian package".
+deb: release-config
+	cmake --build build/release -j $(JOBS) --target chronoq_installable
+	cd build/release && cpack -G DEB
+	@ls -l build/release/*.deb
 
 # chronoqd on the embedded SQLite default: data in ./data, 127.0.0.1:7070.
 # Builds only what it runs: the server and the CLI.

@@ -5,6 +5,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  # `make deb` and its test (tests/install): dpkg-shlibdeps and file for CPack's
+  # DEB generator, systemd-analyze to verify the unit.
+  dpkg-dev file systemd
   # clang builds the ASan+UBSan configuration `make test` runs (the Makefile
   # says why); its sanitizer runtimes are a package of their own.
   clang libclang-rt-14-dev

@@ -12,6 +12,8 @@
 #include <condition_variable>
 #include <mutex>
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 using Duration = std::chrono::microseconds;
@@ -43,3 +45,4 @@ class Clock {
 Clock& SystemClock();
 
 }  // namespace chronoq
+#pragma GCC visibility pop

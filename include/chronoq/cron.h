@@ -47,6 +47,8 @@ namespace date {
 class time_zone;
 }  // namespace date
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 // What a fixed-time rule does when its local time falls in a spring-forward gap.
@@ -145,3 +147,4 @@ class CronExpr {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop

@@ -44,6 +44,8 @@
 #include "chronoq/status.h"
 #include "chronoq/task.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 class Store;  // the durable truth behind an engine (src/store/store.h)
@@ -340,3 +342,4 @@ class Engine {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop

@@ -11,6 +11,8 @@
 
 #include "chronoq/clock.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 // --- tasks -------------------------------------------------------------------
@@ -74,3 +76,4 @@ inline constexpr int kMaxHandlerConcurrency = 1024;
 inline constexpr int kMaxJsonDepth = 64;
 
 }  // namespace chronoq
+#pragma GCC visibility pop

@@ -29,6 +29,8 @@
 #include "chronoq/limits.h"
 #include "chronoq/result.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 class Engine;
@@ -87,3 +89,4 @@ class LockGuard {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop

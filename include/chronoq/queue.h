@@ -23,6 +23,8 @@
 #include "chronoq/limits.h"
 #include "chronoq/task.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 // At most `count` tasks handed out per sliding `period`.
@@ -129,3 +131,4 @@ struct EngineStats {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop

@@ -13,6 +13,8 @@
 
 #include "chronoq/status.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 template <typename T>
@@ -45,6 +47,7 @@ class [[nodiscard]] Result {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop
 
 #define CHRONOQ_CONCAT_INNER_(a, b) a##b
 #define CHRONOQ_CONCAT_(a, b) CHRONOQ_CONCAT_INNER_(a, b)

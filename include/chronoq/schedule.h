@@ -56,6 +56,8 @@
 #include "chronoq/result.h"
 #include "chronoq/task.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 enum class Misfire { kSkip, kRunOnce, kRunAll };
@@ -140,3 +142,4 @@ struct SchedulePage {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop

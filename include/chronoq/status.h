@@ -14,6 +14,8 @@
 #include <string_view>
 #include <utility>
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 // A canonical subset of the google.rpc codes. Use the most specific one.
@@ -103,6 +105,7 @@ class [[nodiscard]] Status {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop
 
 // Returns from the enclosing function when `expr` is not OK.
 #define CHRONOQ_RETURN_IF_ERROR(expr)                  \

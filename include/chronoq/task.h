@@ -23,6 +23,8 @@
 #include "chronoq/limits.h"
 #include "chronoq/result.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 enum class TaskState { kScheduled = 0, kRunning = 1, kSucceeded = 2, kCancelled = 3, kDead = 4 };
@@ -157,3 +159,4 @@ struct KeyBacklog {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop

@@ -12,6 +12,8 @@
 #include "chronoq/clock.h"
 #include "chronoq/result.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 // Parses an RFC 3339 instant. Errors are InvalidArgument naming `field`.
@@ -25,3 +27,4 @@ std::string FormatTime(Timestamp t);
 Result<Duration> ParseDuration(std::string_view text, std::string_view field = "duration");
 
 }  // namespace chronoq
+#pragma GCC visibility pop
