@@ -22,6 +22,7 @@
 #include "chronoq/engine.h"
 
 #include "common/mutex.h"
+#include "core/bulk.h"
 #include "core/core.h"
 #include "dispatch/worker_pool.h"
 #include "store/store.h"
@@ -83,6 +84,10 @@ class EngineImpl final : public Engine {
                        Done<LockGrant> done) override;
   EngineStats Stats() override;
   void Sync() override;
+  Result<BulkJob> StartBulk(const BulkRequest& request) override;
+  Result<BulkJob> GetBulk(std::string_view id) override;
+  std::vector<BulkJob> ListBulk() override;
+  Result<BulkJob> CancelBulk(std::string_view id) override;
 
   void EnqueueAsync(TaskSpec spec, Done<Task> done) override;
   void EnqueueBatchAsync(std::vector<TaskSpec> specs, Done<std::vector<Task>> done) override;
@@ -186,6 +191,8 @@ class EngineImpl final : public Engine {
   // only to copy a few hundred bytes.
   Mutex stats_mu_;
   StatsTotals stats_ CHRONOQ_GUARDED_BY(stats_mu_);
+
+  BulkJobs bulk_;  // stopped first on destruction: its jobs call the loop
 
   Mutex pools_mu_;
   std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools_ CHRONOQ_GUARDED_BY(pools_mu_);
