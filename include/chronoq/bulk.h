@@ -48,8 +48,9 @@ std::string_view BulkActionName(BulkAction action);
 // The inverse; InvalidArgument naming `field` otherwise.
 Result<BulkAction> ParseBulkAction(std::string_view text, std::string_view field = "action");
 
-// Which tasks: every condition set must hold. An empty filter matches every
-// task, which a delete refuses unless `all` says so.
+// Which tasks: every condition set must hold. A filter without conditions
+// is refused unless `all` says "every task" (and `all` with conditions too):
+// an empty filter is more often a mistake than a wish.
 struct BulkFilter {
   std::optional<std::string> queue;
   std::optional<TaskState> state;
@@ -58,7 +59,7 @@ struct BulkFilter {
   // Task::run_at in [run_at_from, run_at_to).
   std::optional<Timestamp> run_at_from;
   std::optional<Timestamp> run_at_to;
-  // Says "every task" on purpose (required for a delete without conditions).
+  // Says "every task" on purpose; only without conditions.
   bool all = false;
 
   bool empty() const {

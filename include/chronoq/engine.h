@@ -194,7 +194,7 @@ class Engine {
 
   // --- bulk actions (chronoq/bulk.h) -----------------------------------------
   // Checks the request (InvalidArgument names the field: "filter.state",
-  // "filter.run_at_to", "shift_ms", "filter" for a delete with no condition
+  // "filter.run_at_to", "shift_ms", "filter" for a filter with no condition
   // and no `all`). A dry run walks the matching tasks now, changes nothing
   // and returns what a job would count (state done, empty id); otherwise
   // starts a job in the background and returns it running.

@@ -224,9 +224,13 @@ Status ValidateBulkRequest(const BulkRequest& request, Timestamp now) {
     return Status::InvalidArgument(request.run_at ? "run_at" : "shift_ms",
                                    "only for the reschedule action");
   }
-  if (request.action == BulkAction::kDelete && f.empty() && !f.all) {
-    return Status::InvalidArgument(
-        "filter", "a delete needs a condition, or \"all\": true to delete every finished task");
+  // Every task at once is never what a filter left empty by mistake means.
+  if (f.all && !f.empty()) {
+    return Status::InvalidArgument("filter.all", "only without other conditions");
+  }
+  if (f.empty() && !f.all) {
+    return Status::InvalidArgument("filter",
+                                   "names no condition: give one, or \"all\": true for every task");
   }
   return {};
 }

@@ -64,8 +64,8 @@ Status ValidateDue(Timestamp due, Timestamp now, std::string_view field = "run_a
 
 // A bulk job's filter and action (field names as the HTTP API spells them:
 // "filter.queue", "filter.key", "filter.run_at_to", "run_at", "shift_ms",
-// "filter" for a delete without a condition). The filter's id_prefix is
-// checked where it is turned into seq ranges (EngineImpl::NarrowToIds).
+// "filter" for a filter without a condition or `all`, "filter.all" for both). The filter's
+// id_prefix is checked where it is turned into seq ranges (EngineImpl::NarrowToIds).
 Status ValidateBulkRequest(const BulkRequest& request, Timestamp now);
 
 // `field` names the target ("target", "tasks[3].target"); errors name its

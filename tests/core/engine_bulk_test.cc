@@ -265,6 +265,7 @@ TEST_F(EngineBulkTest, BadRequestsNameTheFieldAndChangeNothing) {
     return j.status().field();
   };
   BulkRequest r;
+  r.filter.queue = "q";
   r.action = BulkAction::kReschedule;
   EXPECT_EQ(field(r), "run_at");  // neither instant nor shift
   r.run_at = clock_.Now() + 1h;
@@ -278,10 +279,14 @@ TEST_F(EngineBulkTest, BadRequestsNameTheFieldAndChangeNothing) {
   r.shift.reset();
   r.run_at = Timestamp() - 1s;
   EXPECT_EQ(field(r), "run_at");
-  r = {.action = BulkAction::kCancel, .shift = 1h};
+  r = {.filter = {.queue = "q"}, .action = BulkAction::kCancel, .shift = 1h};
   EXPECT_EQ(field(r), "shift_ms");  // only for a reschedule
   r = {.filter = {.run_at_from = clock_.Now() + 2h, .run_at_to = clock_.Now() + 1h}};
   EXPECT_EQ(field(r), "filter.run_at_to");
+  r = {.filter = {}};  // no condition, for any action
+  EXPECT_EQ(field(r), "filter");
+  r = {.filter = {.queue = "q", .all = true}};
+  EXPECT_EQ(field(r), "filter.all");
   r = {.filter = {.queue = ""}};
   EXPECT_EQ(field(r), "filter.queue");
   r = {.filter = {.key = ""}};
