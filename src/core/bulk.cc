@@ -194,7 +194,8 @@ void BulkJobs::Run(Job* job, const Store::ListQuery& query) {
   if (!s.ok()) {
     j.state = BulkJobState::kFailed;
     j.error = s.ToString();
-    spdlog::warn("bulk job {} failed after {} tasks: {}", j.id, j.matched, j.error);
+    spdlog::warn("bulk job {} failed after {} tasks (cursor {}): {}", j.id, j.matched,
+                 j.cursor.empty() ? "none" : j.cursor, j.error);
   } else if (job->cancel.load(std::memory_order_relaxed)) {
     j.state = BulkJobState::kCancelled;
   } else {
