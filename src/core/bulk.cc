@@ -1,5 +1,7 @@
 #include "core/bulk.h"
 
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -93,12 +95,14 @@ Result<BulkTally> Core::ApplyBulk(const BulkRequest& request, const std::vector<
 
 // --- the jobs ----------------------------------------------------------------
 
-BulkJobs::BulkJobs(Store& store, Clock& clock, int chunk, ApplyFn apply, LastSeqFn last_seq)
+BulkJobs::BulkJobs(Store& store, Clock& clock, int chunk, ApplyFn apply, LastSeqFn last_seq,
+                   OpsRunFn ops_run)
     : store_(store),
       clock_(clock),
       chunk_(chunk),
       apply_(std::move(apply)),
-      last_seq_(std::move(last_seq)) {}
+      last_seq_(std::move(last_seq)),
+      ops_run_(std::move(ops_run)) {}
 
 BulkJobs::~BulkJobs() { Stop(); }
 
@@ -172,22 +176,30 @@ void BulkJobs::Run(Job* job, const Store::ListQuery& query) {
     MutexLock lock(mu_);
     request = job->job.request;
   }
-  Status s = Walk(query, request, &job->cancel,
-                  [&](const std::vector<const TaskRow*>& rows, const std::string& last) -> Status {
-                    BulkTally tally;
-                    if (!rows.empty()) {
-                      std::vector<int64_t> seqs;
-                      seqs.reserve(rows.size());
-                      for (const TaskRow* row : rows) seqs.push_back(row->seq);
-                      CHRONOQ_ASSIGN_OR_RETURN(tally, apply_(request, seqs));
-                    }
-                    MutexLock lock(mu_);
-                    job->job.matched += tally.matched;
-                    job->job.applied += tally.applied;
-                    for (const auto& [reason, n] : tally.skipped) job->job.skipped[reason] += n;
-                    job->job.cursor = last;
-                    return {};
-                  });
+  Status s = Walk(
+      query, request, &job->cancel,
+      [&](const std::vector<const TaskRow*>& rows, const std::string& last) -> Status {
+        BulkTally tally;
+        if (!rows.empty()) {
+          std::vector<int64_t> seqs;
+          seqs.reserve(rows.size());
+          for (const TaskRow* row : rows) seqs.push_back(row->seq);
+          const uint64_t ops_before = ops_run_();
+          const auto t0 = std::chrono::steady_clock::now();
+          CHRONOQ_ASSIGN_OR_RETURN(tally, apply_(request, seqs));
+          // Other ops ran beside the chunk: claims are waiting on the loop.
+          // Pacing is a monotonic interval, not an instant of the engine's clock.
+          if (ops_run_() - ops_before > 1) {
+            std::this_thread::sleep_for((std::chrono::steady_clock::now() - t0) * kYieldFactor);
+          }
+        }
+        MutexLock lock(mu_);
+        job->job.matched += tally.matched;
+        job->job.applied += tally.applied;
+        for (const auto& [reason, n] : tally.skipped) job->job.skipped[reason] += n;
+        job->job.cursor = last;
+        return {};
+      });
   MutexLock lock(mu_);
   BulkJob& j = job->job;
   j.finished = clock_.Now();

@@ -9,9 +9,10 @@
 // under the single-task call's state rule (ActionTakes): the listing only
 // proposes, the loop decides. Between chunks the loop runs whatever else
 // arrived, so a claim waits for at most one chunk of bulk work, never for the
-// whole job. The walk is by seq, not by due, so a rescheduled task never comes
-// back in front of the cursor, and it stops at the largest seq handed out
-// when the job started, so a job ends even while producers keep enqueueing.
+// whole job; and while others use the loop, a job leaves it to them for a
+// while after each chunk (kYieldFactor). The walk is by seq, not by due, so a rescheduled task
+// never comes back in front of the cursor, and it stops at the largest seq handed out when the job
+// started, so a job ends even while producers keep enqueueing.
 //
 // Jobs are kept in memory (the last kKeptJobs finished ones, and every
 // running one); a restart ends a running job.
@@ -70,13 +71,22 @@ class BulkJobs {
       std::function<Result<BulkTally>(const BulkRequest&, const std::vector<int64_t>& seqs)>;
   // The largest seq handed out so far (Core::last_seq, read on the loop).
   using LastSeqFn = std::function<Result<int64_t>()>;
+  // How many ops the engine loop has run so far (any thread).
+  using OpsRunFn = std::function<uint64_t()>;
+
+  // While others use the loop, a job leaves it this many times as long as
+  // its last chunk took before it sends the next: at most 1/(1 + k) of the
+  // loop's time goes to bulk work then (docs/BENCHMARKS.md, "W2 during a
+  // bulk reschedule"); alone, a job goes at full speed.
+  static constexpr int kYieldFactor = 9;
 
   // Finished jobs kept for GetBulk/ListBulk.
   static constexpr size_t kKeptJobs = 100;
 
   // `store` (its readers) and `clock` must outlive *this; `chunk` is the
   // number of tasks read per page and applied per loop operation.
-  BulkJobs(Store& store, Clock& clock, int chunk, ApplyFn apply, LastSeqFn last_seq);
+  BulkJobs(Store& store, Clock& clock, int chunk, ApplyFn apply, LastSeqFn last_seq,
+           OpsRunFn ops_run);
   BulkJobs(const BulkJobs&) = delete;
   BulkJobs& operator=(const BulkJobs&) = delete;
   // Stop() if not stopped yet.
@@ -123,6 +133,7 @@ class BulkJobs {
   const int chunk_;
   const ApplyFn apply_;
   const LastSeqFn last_seq_;
+  const OpsRunFn ops_run_;
 
   mutable Mutex mu_;
   bool stopped_ CHRONOQ_GUARDED_BY(mu_) = false;

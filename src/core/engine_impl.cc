@@ -225,7 +225,8 @@ EngineImpl::EngineImpl(EngineOptions options, std::unique_ptr<Store> store)
           },
           [this] {
             return Call<int64_t>([](Core& core) -> Result<int64_t> { return core.last_seq(); });
-          }) {}
+          },
+          [this] { return ops_run_.load(std::memory_order_relaxed); }) {}
 
 Status EngineImpl::Start() {
   // Recovery runs in a transaction of its own, before the loop exists.
@@ -320,6 +321,7 @@ void EngineImpl::Loop() {
     if (stopping) core_.ReleaseParked("");
     const bool committed = RunCycle(batch);
     not_before = committed ? Timestamp::min() : clock_.Now() + kRetryAfterFailure;
+    ops_run_.fetch_add(batch.size(), std::memory_order_relaxed);
     batch.clear();
     WakeCallers();
   }

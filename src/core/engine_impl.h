@@ -186,6 +186,7 @@ class EngineImpl final : public Engine {
   bool stop_ CHRONOQ_GUARDED_BY(mu_) = false;
   std::thread loop_;
   std::atomic<uint32_t> cycles_{0};  // bumped after each cycle's ops are answered
+  std::atomic<uint64_t> ops_run_{0};  // ops the loop ran, for bulk jobs' pacing
 
   // Written by the loop once per commit, read by Stats(): both hold the lock
   // only to copy a few hundred bytes.
