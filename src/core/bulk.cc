@@ -20,10 +20,10 @@ std::string TaskIdOf(const TaskRow& row) { return row.name.value_or(FormatGenera
 
 }  // namespace
 
-void BulkTally::Add(const BulkTally& other) {
-  matched += other.matched;
-  applied += other.applied;
-  for (const auto& [reason, n] : other.skipped) skipped[reason] += n;
+void BulkTally::AddTo(BulkJob& job) const {
+  job.matched += matched;
+  job.applied += applied;
+  for (const auto& [reason, n] : skipped) job.skipped[reason] += n;
 }
 
 void BulkTally::Count(const std::optional<std::string>& reason) {
@@ -106,20 +106,20 @@ BulkJobs::BulkJobs(Store& store, Clock& clock, int chunk, ApplyFn apply, LastSeq
 
 BulkJobs::~BulkJobs() { Stop(); }
 
-Status BulkJobs::Walk(Store::ListQuery q, const BulkRequest& request,
-                      const std::atomic<bool>* cancel, const ChunkFn& on_chunk) {
+Result<bool> BulkJobs::Walk(Store::ListQuery q, const BulkRequest& request,
+                            const std::atomic<bool>* cancel, const ChunkFn& on_chunk) {
   q.by_seq = true;
   q.limit = chunk_;
   for (;;) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return {};
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return false;
     CHRONOQ_ASSIGN_OR_RETURN(std::vector<Store::ReadRow> rows, store_.List(q));
-    if (rows.empty()) return {};
+    if (rows.empty()) return true;
     std::vector<const TaskRow*> matching;
     for (const Store::ReadRow& r : rows) {
       if (BulkMatches(request.filter, r.row, r.queue)) matching.push_back(&r.row);
     }
     CHRONOQ_RETURN_IF_ERROR(on_chunk(matching, TaskIdOf(rows.back().row)));
-    if (static_cast<int>(rows.size()) < q.limit) return {};
+    if (static_cast<int>(rows.size()) < q.limit) return true;
     q.after_seq = rows.back().row.seq;
   }
 }
@@ -145,10 +145,9 @@ Result<BulkJob> BulkJobs::Start(const BulkRequest& request, Store::ListQuery que
                for (const TaskRow* row : rows) tally.Count(BulkSkipReason(request, *row, now));
                job.cursor = last;
                return {};
-             }));
-    job.matched = tally.matched;
-    job.applied = tally.applied;
-    job.skipped = std::move(tally.skipped);
+             })
+            .status());
+    tally.AddTo(job);
     job.state = BulkJobState::kDone;
     job.finished = clock_.Now();
     return job;
@@ -176,7 +175,7 @@ void BulkJobs::Run(Job* job, const Store::ListQuery& query) {
     MutexLock lock(mu_);
     request = job->job.request;
   }
-  Status s = Walk(
+  Result<bool> ended = Walk(
       query, request, &job->cancel,
       [&](const std::vector<const TaskRow*>& rows, const std::string& last) -> Status {
         BulkTally tally;
@@ -194,24 +193,21 @@ void BulkJobs::Run(Job* job, const Store::ListQuery& query) {
           }
         }
         MutexLock lock(mu_);
-        job->job.matched += tally.matched;
-        job->job.applied += tally.applied;
-        for (const auto& [reason, n] : tally.skipped) job->job.skipped[reason] += n;
+        tally.AddTo(job->job);
         job->job.cursor = last;
         return {};
       });
   MutexLock lock(mu_);
   BulkJob& j = job->job;
   j.finished = clock_.Now();
-  if (!s.ok()) {
+  if (!ended.ok()) {
     j.state = BulkJobState::kFailed;
-    j.error = s.ToString();
+    j.error = ended.status().ToString();
     spdlog::warn("bulk job {} failed after {} tasks (cursor {}): {}", j.id, j.matched,
                  j.cursor.empty() ? "none" : j.cursor, j.error);
-  } else if (job->cancel.load(std::memory_order_relaxed)) {
-    j.state = BulkJobState::kCancelled;
   } else {
-    j.state = BulkJobState::kDone;
+    // A cancel that came after the last chunk changed nothing: done.
+    j.state = *ended ? BulkJobState::kDone : BulkJobState::kCancelled;
   }
 }
 

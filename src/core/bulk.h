@@ -43,7 +43,8 @@ struct BulkTally {
   int64_t applied = 0;
   std::map<std::string, int64_t> skipped;
 
-  void Add(const BulkTally& other);
+  // Adds the counts to the job's.
+  void AddTo(BulkJob& job) const;
   // Counts `row` (which matched): applied, or skipped for `reason`.
   void Count(const std::optional<std::string>& reason);
 };
@@ -119,10 +120,10 @@ class BulkJobs {
   // the last row read (matching or not).
   using ChunkFn =
       std::function<Status(const std::vector<const TaskRow*>& rows, const std::string& last)>;
-  // Walks the rows of `q` a chunk at a time until the last, an error of
-  // `on_chunk` or `*cancel`.
-  Status Walk(Store::ListQuery q, const BulkRequest& request, const std::atomic<bool>* cancel,
-              const ChunkFn& on_chunk);
+  // Walks the rows of `q` a chunk at a time until the last (true), an
+  // error of `on_chunk`, or `*cancel` (false).
+  Result<bool> Walk(Store::ListQuery q, const BulkRequest& request, const std::atomic<bool>* cancel,
+                    const ChunkFn& on_chunk);
   // A job's thread.
   void Run(Job* job, const Store::ListQuery& query);
   // Drops the oldest finished jobs beyond kKeptJobs.
