@@ -52,6 +52,11 @@ struct Options {
   int w1_batch_connections = 1;  // W1 batch: connections sending batches at once
   int kills = 20;                // W9: failovers
   int dashboards = 0;            // http W2: dashboards open meanwhile (DashboardLoad)
+  // Embedded W2: this many more tasks, due in 30 days on queue "w2-bulk",
+  // and (bulk_mode "run") a bulk reschedule of all of them by +1 h running
+  // while W2 drains; "idle": the same tasks, no job (the baseline).
+  int64_t w2_bulk = 0;
+  std::string bulk_mode = "run";
 };
 
 inline double Round(double v, int digits) {

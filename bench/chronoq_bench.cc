@@ -319,10 +319,28 @@ void RunW2(const Options& o, int64_t n, uint64_t seed) {
   CallCounter counter(n);
   std::atomic<int64_t> repeated{0};  // leases on a second or later attempt
   auto engine = OpenFresh(db);
+  if (o.w2_bulk > 0) {
+    // Far in the future: in the store, not the window, as a share's expiry.
+    std::cerr << "W2: enqueueing " << o.w2_bulk << " tasks due in 30 days on w2-bulk\n";
+    const auto month = std::chrono::hours(24 * 30);
+    EnqueueBatched(*engine, MakeSpecs("w2-bulk", o.w2_bulk, month, month, rng), 1000);
+  }
   const auto specs = MakeSpecs("w2", n, chronoq::Duration::zero(), chronoq::Duration::zero(), rng);
   std::cerr << "W2: enqueueing " << n << " tasks due now\n";
   EnqueueBatched(*engine, specs, 1000);
   engine->Sync();
+  std::string bulk_id;
+  if (o.w2_bulk > 0 && o.bulk_mode == "run") {
+    chronoq::BulkRequest r;
+    r.filter.queue = "w2-bulk";
+    r.filter.state = chronoq::TaskState::kScheduled;
+    r.action = chronoq::BulkAction::kReschedule;
+    r.shift = std::chrono::hours(1);
+    chronoq::Result<chronoq::BulkJob> job = engine->StartBulk(r);
+    Check(job.status(), "start the bulk reschedule");
+    bulk_id = job->id;
+    std::cerr << "W2: bulk reschedule " << bulk_id << " of " << o.w2_bulk << " tasks started\n";
+  }
 
   chronoq::HandlerOptions ho;
   ho.concurrency = o.concurrency;
@@ -359,6 +377,38 @@ void RunW2(const Options& o, int64_t n, uint64_t seed) {
   json j = Line("W2", "embedded", "", n);
   j["per_s"] = std::llround(static_cast<double>(n) / s);
   j["redelivered"] = calls - n;
+  if (o.w2_bulk > 0) {
+    j["bulk_tasks"] = o.w2_bulk;
+    j["bulk_mode"] = o.bulk_mode;
+  }
+  if (!bulk_id.empty()) {
+    // The drain must have run beside the job all along, or it measured nothing.
+    const chronoq::Result<chronoq::BulkJob> at_end = engine->GetBulk(bulk_id);
+    Check(at_end.status(), "read the bulk job");
+    j["bulk_applied_during"] = at_end->applied;
+    j["bulk_state_at_end"] = std::string(chronoq::BulkJobStateName(at_end->state));
+    if (at_end->state != chronoq::BulkJobState::kRunning) {
+      std::cerr << "W2: the bulk job ended before the drain did: use a larger --w2-bulk\n";
+    }
+    // How fast the job goes alone, once W2 is done (bounded: 10 minutes).
+    const auto t0 = SteadyClock::now();
+    const int64_t applied0 = at_end->applied;
+    chronoq::BulkJob last = *at_end;
+    while (last.state == chronoq::BulkJobState::kRunning &&
+           SteadyClock::now() - t0 < std::chrono::minutes(10)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls the job's thread
+      last = Check(engine->GetBulk(bulk_id), "read the bulk job");
+    }
+    if (last.state != chronoq::BulkJobState::kDone || last.applied != o.w2_bulk) {
+      throw BenchError("W2: the bulk job ended " +
+                       std::string(chronoq::BulkJobStateName(last.state)) + " with " +
+                       std::to_string(last.applied) + " of " + std::to_string(o.w2_bulk) +
+                       " applied: " + last.error);
+    }
+    j["bulk_alone_per_s"] = std::llround(static_cast<double>(last.applied - applied0) /
+                                         Seconds(SteadyClock::now() - t0));
+    j["bulk_total_s"] = Round(Seconds(*last.finished - last.started), 2);
+  }
   Emit(j);
   engine.reset();  // before the handler's captures go away
 }
@@ -832,6 +882,15 @@ int main(int argc, char** argv) {
                  "as the dashboard does (queues every 2 s, the stats history every 10 s)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  app.add_option("--w2-bulk", o.w2_bulk,
+                 "embedded W2: this many more tasks due in 30 days, bulk-rescheduled by +1 h "
+                 "while W2 drains (docs/BENCHMARKS.md, \"W2 during a bulk reschedule\")")
+      ->check(CLI::Range(int64_t{0}, int64_t{100'000'000}));
+  app.add_option("--bulk-mode", o.bulk_mode,
+                 "with --w2-bulk: run the bulk job (run), or only hold its tasks (idle, the "
+                 "baseline)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"run", "idle"}));
   app.add_option("--kills", o.kills, "W9: failovers (the leader killed, or paused, this often)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

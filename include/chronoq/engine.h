@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chronoq/bulk.h"
 #include "chronoq/clock.h"
 #include "chronoq/lock.h"
 #include "chronoq/queue.h"
@@ -82,6 +83,10 @@ struct EngineOptions {
   // Finished tasks are purged at most this many per commit, so a purge never
   // stalls the hot path.
   int purge_chunk = 1000;
+
+  // A bulk job (StartBulk) reads and changes at most this many tasks per
+  // operation of the engine loop (1-1000), so claims wait for no more.
+  int bulk_chunk = 1000;
 
   // Seeds the backoff jitter; 0 picks a random seed.
   uint64_t random_seed = 0;
@@ -188,6 +193,21 @@ class Engine {
   // key), at most `limit` (1-1000). Reads the whole queue's keyed backlog:
   // for people, not for hot paths.
   virtual Result<std::vector<KeyBacklog>> KeyBacklogs(std::string_view queue, int limit) = 0;
+
+  // --- bulk actions (chronoq/bulk.h) -----------------------------------------
+  // Checks the request (InvalidArgument names the field: "filter.state",
+  // "filter.run_at_to", "shift_ms", "filter" for a filter with no condition
+  // and no `all`). A dry run walks the matching tasks now, changes nothing
+  // and returns what a job would count (state done, empty id); otherwise
+  // starts a job in the background and returns it running.
+  virtual Result<BulkJob> StartBulk(const BulkRequest& request) = 0;
+  // A job of this engine's lifetime; NotFound (field "id") otherwise.
+  virtual Result<BulkJob> GetBulk(std::string_view id) = 0;
+  // The running jobs and the last 100 finished ones, newest first.
+  virtual std::vector<BulkJob> ListBulk() = 0;
+  // Stops a running job after the chunk it is in (what it did stays done);
+  // returns the job. A finished job is returned as it is.
+  virtual Result<BulkJob> CancelBulk(std::string_view id) = 0;
 
   // --- consuming (remote or custom workers) ---------------------------------
   // Claims up to `max` due tasks of `queue` under a lease of `lease`, and no

@@ -165,6 +165,19 @@ std::string ShowCount(int64_t n) {
   return out;
 }
 
+std::string ProgressBar(double done) {
+  done = std::clamp(done, 0.0, 1.0);
+  constexpr int kWidth = 20;
+  const int filled = static_cast<int>(done * kWidth);
+  char percent[8];
+  std::snprintf(percent, sizeof percent, "%3d%%", static_cast<int>(done * 100));
+  return "[" + std::string(static_cast<size_t>(filled), '#') +
+         std::string(static_cast<size_t>(kWidth - filled), '-') + "] " + percent;
+}
+
+const std::vector<std::string> kTaskStates = {"scheduled", "running", "succeeded", "cancelled",
+                                              "dead"};
+
 std::string ShowSeconds(double seconds) {
   if (seconds >= 1 && seconds < 60) {
     char buf[32];

@@ -84,6 +84,11 @@ json Member(const json& j, const std::string& key);
 std::string ShowMillis(const json& ms);
 // 1234567 as "1,234,567".
 std::string ShowCount(int64_t n);
+// "[#####---------------]  25%" for `done` from 0 to 1 (clamped): the progress
+// bars of `import` and `bulk`.
+std::string ProgressBar(double done);
+// The task states, as the API names them (for --state flags).
+extern const std::vector<std::string> kTaskStates;
 // Seconds as "850ms", "4.82s", "3m05s" (ShowMillis of the rounded milliseconds).
 std::string ShowSeconds(double seconds);
 // Prints rows[0] as the header and pads every column but the last.
@@ -257,6 +262,8 @@ void AddQueueCommands(CommandTable& table);     // queues.cc: queues, queue set,
 void AddScheduleCommands(CommandTable& table);  // schedules.cc: schedule ..., cron next
 void AddWorkCommand(CommandTable& table);       // work.cc: work
 void AddImportCommand(CommandTable& table);     // import.cc: import
+void AddBulkCommands(
+    CommandTable& table);  // bulk.cc: bulk cancel|reschedule|retry|delete|show|stop
 void AddServerCommands(CommandTable& table);    // stats.cc: stats, health, version
 
 }  // namespace chronoq::cli

@@ -63,6 +63,7 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
       "Exit codes: 0 ok, 1 the server answered with an error, 2 bad command line,\n"
       "3 the server could not be reached; `lock` exits with its command's status,\n"
       "or 75 when the lock stayed busy; `import` exits 1 when a line is refused;\n"
+      "`bulk` exits 1 when its job failed or was stopped;\n"
       "`work` exits 0 once stopped by SIGTERM or SIGINT.");
   CLI::Option* url =
       app.add_option("--url", a.url,
@@ -88,6 +89,7 @@ int RunCli(const std::vector<std::string>& args, const CliIo& io) {
   AddScheduleCommands(table);
   AddWorkCommand(table);
   AddImportCommand(table);
+  AddBulkCommands(table);
   AddServerCommands(table);
   const std::vector<Command>& commands = table.commands();
 

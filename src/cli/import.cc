@@ -495,13 +495,7 @@ std::string ProgressLine(int64_t stored, double seconds, uint64_t done_bytes,
   if (!total_bytes || *total_bytes == 0) return counts;
   const double done =
       std::min(1.0, static_cast<double>(done_bytes) / static_cast<double>(*total_bytes));
-  constexpr int kWidth = 20;
-  const int filled = static_cast<int>(done * kWidth);
-  char percent[8];
-  std::snprintf(percent, sizeof percent, "%3d%%", static_cast<int>(done * 100));
-  std::string line = "[" + std::string(static_cast<size_t>(filled), '#') +
-                     std::string(static_cast<size_t>(kWidth - filled), '-') + "] " + percent +
-                     "  " + counts;
+  std::string line = ProgressBar(done) + "  " + counts;
   // The rest takes as long as the done part did, in proportion.
   if (done > 0 && done < 1) line += "  ETA " + ShowSeconds(seconds * (1 - done) / done);
   return line;

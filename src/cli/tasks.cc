@@ -8,8 +8,6 @@
 namespace chronoq::cli {
 namespace {
 
-const std::vector<std::string> kStates = {"scheduled", "running", "succeeded", "cancelled", "dead"};
-
 // Every flag's value of this group.
 struct TaskArgs {
   std::string id;
@@ -209,7 +207,7 @@ void AddList(CommandTable& table, TaskArgs& a) {
   CLI::Option* queue =
       cmd->add_option("--queue,-q", a.queue, "Only this queue")->type_name("QUEUE");
   CLI::Option* state =
-      cmd->add_option("--state", a.state, "Only this state")->check(CLI::IsMember(kStates));
+      cmd->add_option("--state", a.state, "Only this state")->check(CLI::IsMember(kTaskStates));
   CLI::Option* key = cmd->add_option("--key", a.key, "Only this key")->type_name("KEY");
   CLI::Option* limit = cmd->add_option("--limit", a.limit, "Tasks per page")->type_name("N");
   CLI::Option* cursor =

@@ -124,6 +124,17 @@ Status ObjectReader::String(std::string_view name, std::optional<std::string>& o
   return {};
 }
 
+Status ObjectReader::Bool(std::string_view name, std::optional<bool>& out) {
+  const Json* v = Find(name);
+  if (v == nullptr) return {};
+  if (!v->is_boolean()) {
+    return Status::InvalidArgument(Field(name),
+                                   "must be true or false, not " + std::string(TypeName(*v)));
+  }
+  out = v->get<bool>();
+  return {};
+}
+
 Status ObjectReader::Int(std::string_view name, std::optional<int64_t>& out, int64_t min,
                          int64_t max) {
   const Json* v = Find(name);

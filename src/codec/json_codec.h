@@ -50,6 +50,7 @@ class ObjectReader {
              int64_t max = INT64_MAX);
   // An integer in the range of `int`.
   Status Int(std::string_view name, std::optional<int>& out);
+  Status Bool(std::string_view name, std::optional<bool>& out);
   // Integer milliseconds.
   Status Millis(std::string_view name, std::optional<Duration>& out);
   // An RFC 3339 string with any offset, or integer epoch milliseconds.

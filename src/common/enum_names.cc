@@ -1,7 +1,8 @@
-// The names of the public enums (chronoq/task.h, queue.h, schedule.h): as
+// The names of the public enums (chronoq/task.h, queue.h, schedule.h, bulk.h): as
 // the API spells them, and back. Each table is in enum order.
 #include <array>
 
+#include "chronoq/bulk.h"
 #include "chronoq/queue.h"
 #include "chronoq/schedule.h"
 #include "chronoq/task.h"
@@ -22,6 +23,10 @@ constexpr std::array<std::string_view, 3> kMisfireNames = {"skip", "run_once", "
 constexpr std::array<std::string_view, 3> kOverlapNames = {"allow", "skip", "queue_one"};
 constexpr std::array<std::string_view, 2> kDstGapNames = {"run_after", "skip"};
 constexpr std::array<std::string_view, 2> kDstRepeatNames = {"once", "twice"};
+constexpr std::array<std::string_view, 4> kBulkActionNames = {"cancel", "reschedule", "retry",
+                                                              "delete"};
+constexpr std::array<std::string_view, 4> kBulkJobStateNames = {"running", "done", "failed",
+                                                                "cancelled"};
 
 }  // namespace
 
@@ -54,6 +59,14 @@ Result<DstGap> ParseDstGap(std::string_view text, std::string_view field) {
 std::string_view DstRepeatName(DstRepeat r) { return kDstRepeatNames[static_cast<size_t>(r)]; }
 Result<DstRepeat> ParseDstRepeat(std::string_view text, std::string_view field) {
   return ParseName<DstRepeat>(kDstRepeatNames, text, field);
+}
+
+std::string_view BulkActionName(BulkAction a) { return kBulkActionNames[static_cast<size_t>(a)]; }
+Result<BulkAction> ParseBulkAction(std::string_view text, std::string_view field) {
+  return ParseName<BulkAction>(kBulkActionNames, text, field);
+}
+std::string_view BulkJobStateName(BulkJobState s) {
+  return kBulkJobStateNames[static_cast<size_t>(s)];
 }
 
 }  // namespace chronoq

@@ -31,6 +31,8 @@ class SeqGenerator {
   // A seq larger than every previous one and, unless more than 65,536 were
   // taken in one millisecond, equal to (now_ms << 16) | n.
   int64_t Next(Timestamp now);
+  // The last seq handed out (or the one it started from).
+  int64_t last() const { return last_; }
 
  private:
   int64_t last_;

@@ -53,15 +53,20 @@ std::optional<WebhookTarget> StoredTarget(const std::string& json) {
   return std::nullopt;
 }
 
+Timestamp RunAtOf(const TaskRow& row) {
+  // While scheduled, due is the run time; afterwards run_at keeps it.
+  const Timestamp due = row.due.value_or(Timestamp());
+  return row.state == TaskState::kScheduled ? due : row.run_at.value_or(due);
+}
+
 Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   Task t;
   t.id = row.name.value_or(FormatGeneratedId(row.seq));
   t.queue = queue;
   t.state = row.state;
   t.payload = row.payload;
-  // While scheduled, due is the run time; afterwards run_at keeps it.
   const Timestamp due = row.due.value_or(Timestamp());
-  t.run_at = row.state == TaskState::kScheduled ? due : row.run_at.value_or(due);
+  t.run_at = RunAtOf(row);
   t.attempt = row.attempt;
   t.max_attempts = row.max_attempts;
   t.priority = row.priority;
@@ -471,10 +476,27 @@ Result<std::vector<Task>> Core::Enqueue(std::vector<ValidTask> tasks, bool batch
 
 // --- managing ---------------------------------------------------------------
 
+bool ActionTakes(BulkAction action, TaskState state) {
+  switch (action) {
+    case BulkAction::kCancel:
+    case BulkAction::kReschedule:
+      return state == TaskState::kScheduled;
+    case BulkAction::kRetry:
+      return state == TaskState::kDead;
+    case BulkAction::kDelete:
+      return state != TaskState::kScheduled && state != TaskState::kRunning;
+  }
+  return false;
+}
+
 Result<Task> Core::Cancel(const std::string& id) {
-  const Timestamp now = clock_.Now();
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
-  if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
+  if (!ActionTakes(BulkAction::kCancel, row.state)) return WrongState(id, row.state, "scheduled");
+  CHRONOQ_RETURN_IF_ERROR(CancelRow(row, clock_.Now()));
+  return ToTask(row);
+}
+
+Status Core::CancelRow(TaskRow& row, Timestamp now) {
   const Timestamp purge_at = PurgeAt(row.qid, now);
   CHRONOQ_RETURN_IF_ERROR(store_.Move({row.seq, TaskState::kCancelled, purge_at, {}, {}, now}));
   CHRONOQ_RETURN_IF_ERROR(Dropped(row));
@@ -485,17 +507,25 @@ Result<Task> Core::Cancel(const std::string& id) {
   row.due = purge_at;
   row.updated = now;
   if (row.sid) {
+    const std::string id = row.name.value_or(FormatGeneratedId(row.seq));
     CHRONOQ_RETURN_IF_ERROR(
         OccurrenceFinished(*row.sid, row.seq, id, TaskState::kCancelled, std::nullopt, now));
   }
-  return ToTask(row);
+  return {};
 }
 
 Result<Task> Core::Reschedule(const std::string& id, Timestamp run_at,
                               const std::optional<std::string>& payload) {
-  const Timestamp now = clock_.Now();
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
-  if (row.state != TaskState::kScheduled) return WrongState(id, row.state, "scheduled");
+  if (!ActionTakes(BulkAction::kReschedule, row.state)) {
+    return WrongState(id, row.state, "scheduled");
+  }
+  CHRONOQ_RETURN_IF_ERROR(RescheduleRow(row, run_at, payload, clock_.Now()));
+  return ToTask(row);
+}
+
+Status Core::RescheduleRow(TaskRow& row, Timestamp run_at,
+                           const std::optional<std::string>& payload, Timestamp now) {
   CHRONOQ_RETURN_IF_ERROR(
       store_.Move({row.seq, TaskState::kScheduled, run_at, {}, {}, now, row.key.has_value()}));
   if (payload) CHRONOQ_RETURN_IF_ERROR(store_.SetPayload(row.seq, *payload));
@@ -505,13 +535,17 @@ Result<Task> Core::Reschedule(const std::string& id, Timestamp run_at,
   row.due = run_at;
   row.updated = now;
   if (payload) row.payload = *payload;
-  return ToTask(row);
+  return {};
 }
 
 Result<Task> Core::Retry(const std::string& id) {
-  const Timestamp now = clock_.Now();
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
-  if (row.state != TaskState::kDead) return WrongState(id, row.state, "dead");
+  if (!ActionTakes(BulkAction::kRetry, row.state)) return WrongState(id, row.state, "dead");
+  CHRONOQ_RETURN_IF_ERROR(RetryRow(row, clock_.Now()));
+  return ToTask(row);
+}
+
+Status Core::RetryRow(TaskRow& row, Timestamp now) {
   CHRONOQ_RETURN_IF_ERROR(
       store_.Move({row.seq, TaskState::kScheduled, now, {}, 0, now, row.key.has_value()}));
   // It starts afresh: a keyed task joins the back of its key's line (by its
@@ -524,19 +558,24 @@ Result<Task> Core::Retry(const std::string& id) {
   row.run_at.reset();
   row.attempt = 0;
   row.updated = now;
-  return ToTask(row);
+  return {};
 }
 
 Result<Task> Core::Purge(const std::string& id) {
   CHRONOQ_ASSIGN_OR_RETURN(TaskRow row, FindOrNotFound(id));
-  if (row.state == TaskState::kScheduled || row.state == TaskState::kRunning) {
+  if (!ActionTakes(BulkAction::kDelete, row.state)) {
     return WrongState(id, row.state, "finished (succeeded, cancelled or dead)");
   }
+  CHRONOQ_RETURN_IF_ERROR(PurgeRow(row));
+  return ToTask(row);
+}
+
+Status Core::PurgeRow(const TaskRow& row) {
   // A finished task is in no window, key line or lease table; a schedule
   // whose newest occurrence it was finds it gone, as after its retention.
   CHRONOQ_RETURN_IF_ERROR(store_.Delete(row.seq));
   Count(row.qid, row.state, std::nullopt);
-  return ToTask(row);
+  return {};
 }
 
 // --- consuming --------------------------------------------------------------

@@ -25,12 +25,14 @@
 #include <utility>
 #include <vector>
 
+#include "chronoq/bulk.h"
 #include "chronoq/engine.h"
 #include "chronoq/lock.h"
 #include "chronoq/queue.h"
 #include "chronoq/schedule.h"
 
 #include "common/task_id.h"
+#include "core/bulk.h"
 #include "core/validate.h"
 #include "dispatch/lease_table.h"
 #include "locks/lock_table.h"
@@ -69,6 +71,11 @@ struct CycleStats {
 
 // The client's view of a stored row.
 Task TaskFromRow(const TaskRow& row, const std::string& queue);
+// Task::run_at of a stored row.
+Timestamp RunAtOf(const TaskRow& row);
+// Whether the single-task call of `action` (Cancel, Reschedule, Retry,
+// Purge) takes a task in `state`: the one state rule they and bulk jobs share.
+bool ActionTakes(BulkAction action, TaskState state);
 // ... of a row read with its queue's and schedule's names.
 Task TaskFromRead(const Store::ReadRow& read);
 // A stored webhook target; nullopt (and a logged warning) when it is corrupt.
@@ -148,6 +155,11 @@ class Core {
                           const std::optional<std::string>& payload);
   Result<Task> Retry(const std::string& id);
   Result<Task> Purge(const std::string& id);
+  // Applies a bulk job's action to the tasks `seqs` that still match its
+  // filter (core/bulk.cc). REQUIRES: ValidateBulkRequest(request).ok()
+  Result<BulkTally> ApplyBulk(const BulkRequest& request, const std::vector<int64_t>& seqs);
+  // The largest seq handed out so far: a bulk job covers the tasks up to it.
+  int64_t last_seq() const { return seqs_.last(); }
   Result<std::vector<Lease>> Claim(const std::string& queue, int max, Duration lease,
                                    const std::string& worker);
   Status Ack(const std::string& id, uint64_t token);
@@ -275,6 +287,13 @@ class Core {
   // the engine's.
   Timestamp PurgeAt(int64_t qid, Timestamp now) const;
   void NotePurge(Timestamp at);
+  // The work of Cancel, Reschedule, Retry and Purge on a row they take
+  // (ActionTakes), shared with ApplyBulk; each updates `row` as written.
+  Status CancelRow(TaskRow& row, Timestamp now);
+  Status RescheduleRow(TaskRow& row, Timestamp run_at, const std::optional<std::string>& payload,
+                       Timestamp now);
+  Status RetryRow(TaskRow& row, Timestamp now);
+  Status PurgeRow(const TaskRow& row);
   // Moves a running task back to scheduled (or dead when out of attempts).
   Status RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
                      Timestamp now);

@@ -216,7 +216,17 @@ EngineImpl::EngineImpl(EngineOptions options, std::unique_ptr<Store> store)
     : clock_(options.clock != nullptr ? *options.clock : SystemClock()),
       options_(std::move(options)),
       store_(std::move(store)),
-      core_(*store_, clock_, options_) {}
+      core_(*store_, clock_, options_),
+      bulk_(
+          *store_, clock_, options_.bulk_chunk,
+          [this](const BulkRequest& request, const std::vector<int64_t>& seqs) {
+            return Call<BulkTally>(
+                [&request, &seqs](Core& core) { return core.ApplyBulk(request, seqs); });
+          },
+          [this] {
+            return Call<int64_t>([](Core& core) -> Result<int64_t> { return core.last_seq(); });
+          },
+          [this] { return ops_run_.load(std::memory_order_relaxed); }) {}
 
 Status EngineImpl::Start() {
   // Recovery runs in a transaction of its own, before the loop exists.
@@ -238,6 +248,8 @@ Status EngineImpl::Start() {
 }
 
 EngineImpl::~EngineImpl() {
+  // Bulk jobs first: each finishes the chunk it has on the loop.
+  bulk_.Stop();
   // Workers first: they finish their handlers and acknowledge while the loop
   // still runs.
   std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools;
@@ -309,6 +321,7 @@ void EngineImpl::Loop() {
     if (stopping) core_.ReleaseParked("");
     const bool committed = RunCycle(batch);
     not_before = committed ? Timestamp::min() : clock_.Now() + kRetryAfterFailure;
+    ops_run_.fetch_add(batch.size(), std::memory_order_relaxed);
     batch.clear();
     WakeCallers();
   }
@@ -652,6 +665,31 @@ Result<TaskPage> EngineImpl::List(const ListRequest& request) {
     page.next_cursor = EncodeCursor(rows.back(), by_due);
   }
   return page;
+}
+
+// --- bulk actions (core/bulk.h) ---------------------------------------------------
+
+Result<BulkJob> EngineImpl::StartBulk(const BulkRequest& request) {
+  CHRONOQ_RETURN_IF_ERROR(ValidateBulkRequest(request, clock_.Now()));
+  const BulkFilter& f = request.filter;
+  Store::ListQuery q;
+  q.queue = f.queue;
+  q.state = f.state;
+  q.key = f.key;
+  Status ids = NarrowToIds({.id_prefix = f.id_prefix}, q);
+  if (!ids.ok()) {
+    // NarrowToIds names List's field; here it sits in the filter.
+    return Status(ids.code(), "filter." + ids.message(), "filter." + ids.field());
+  }
+  return bulk_.Start(request, std::move(q));
+}
+
+Result<BulkJob> EngineImpl::GetBulk(std::string_view id) { return bulk_.Get(std::string(id)); }
+
+std::vector<BulkJob> EngineImpl::ListBulk() { return bulk_.List(); }
+
+Result<BulkJob> EngineImpl::CancelBulk(std::string_view id) {
+  return bulk_.Cancel(std::string(id));
 }
 
 // --- consuming ------------------------------------------------------------------

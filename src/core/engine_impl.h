@@ -22,6 +22,7 @@
 #include "chronoq/engine.h"
 
 #include "common/mutex.h"
+#include "core/bulk.h"
 #include "core/core.h"
 #include "dispatch/worker_pool.h"
 #include "store/store.h"
@@ -83,6 +84,10 @@ class EngineImpl final : public Engine {
                        Done<LockGrant> done) override;
   EngineStats Stats() override;
   void Sync() override;
+  Result<BulkJob> StartBulk(const BulkRequest& request) override;
+  Result<BulkJob> GetBulk(std::string_view id) override;
+  std::vector<BulkJob> ListBulk() override;
+  Result<BulkJob> CancelBulk(std::string_view id) override;
 
   void EnqueueAsync(TaskSpec spec, Done<Task> done) override;
   void EnqueueBatchAsync(std::vector<TaskSpec> specs, Done<std::vector<Task>> done) override;
@@ -181,11 +186,14 @@ class EngineImpl final : public Engine {
   bool stop_ CHRONOQ_GUARDED_BY(mu_) = false;
   std::thread loop_;
   std::atomic<uint32_t> cycles_{0};  // bumped after each cycle's ops are answered
+  std::atomic<uint64_t> ops_run_{0};  // ops the loop ran, for bulk jobs' pacing
 
   // Written by the loop once per commit, read by Stats(): both hold the lock
   // only to copy a few hundred bytes.
   Mutex stats_mu_;
   StatsTotals stats_ CHRONOQ_GUARDED_BY(stats_mu_);
+
+  BulkJobs bulk_;  // stopped first on destruction: its jobs call the loop
 
   Mutex pools_mu_;
   std::unordered_map<std::string, std::unique_ptr<WorkerPool>> pools_ CHRONOQ_GUARDED_BY(pools_mu_);

@@ -69,6 +69,9 @@ Status ValidateEngineOptions(const EngineOptions& options) {
     return Status::InvalidArgument("max_window_tasks", "must be at least 2");
   }
   if (options.purge_chunk < 1) return Status::InvalidArgument("purge_chunk", "must be positive");
+  if (options.bulk_chunk < 1 || options.bulk_chunk > kMaxListLimit) {
+    return Status::InvalidArgument("bulk_chunk", "must be between 1 and 1000");
+  }
   if (options.retention < Duration::zero()) {
     return Status::InvalidArgument("retention", "must not be negative");
   }
@@ -190,6 +193,45 @@ Status ValidateLease(Duration lease, std::string_view field) {
 Status ValidateDue(Timestamp due, Timestamp now, std::string_view field) {
   if (due < Timestamp()) return Status::InvalidArgument(field, "before 1970");
   if (due > now + kMaxDelay) return Status::InvalidArgument(field, "more than 100 years ahead");
+  return {};
+}
+
+Status ValidateBulkRequest(const BulkRequest& request, Timestamp now) {
+  const BulkFilter& f = request.filter;
+  if (f.queue) CHRONOQ_RETURN_IF_ERROR(ValidateQueueName(*f.queue, "filter.queue"));
+  if (f.key) {
+    // No task has the empty key (it means none).
+    if (f.key->empty()) return Status::InvalidArgument("filter.key", "must not be empty");
+    CHRONOQ_RETURN_IF_ERROR(ValidateTaskKey(*f.key, "filter.key"));
+  }
+  if (f.run_at_from && f.run_at_to && *f.run_at_to <= *f.run_at_from) {
+    return Status::InvalidArgument("filter.run_at_to", "must be after filter.run_at_from");
+  }
+  if (request.action == BulkAction::kReschedule) {
+    if (request.run_at && request.shift) {
+      return Status::InvalidArgument("shift_ms", "give run_at or shift_ms, not both");
+    }
+    if (!request.run_at && !request.shift) {
+      return Status::InvalidArgument("run_at", "missing (or shift_ms): where to move the tasks");
+    }
+    if (request.run_at) CHRONOQ_RETURN_IF_ERROR(ValidateDue(*request.run_at, now, "run_at"));
+    if (request.shift && (*request.shift == Duration::zero() || *request.shift > kMaxDelay ||
+                          *request.shift < -kMaxDelay)) {
+      return Status::InvalidArgument("shift_ms",
+                                     "must be between -100 years and 100 years, and not 0");
+    }
+  } else if (request.run_at || request.shift) {
+    return Status::InvalidArgument(request.run_at ? "run_at" : "shift_ms",
+                                   "only for the reschedule action");
+  }
+  // Every task at once is never what a filter left empty by mistake means.
+  if (f.all && !f.empty()) {
+    return Status::InvalidArgument("filter.all", "only without other conditions");
+  }
+  if (f.empty() && !f.all) {
+    return Status::InvalidArgument("filter",
+                                   "names no condition: give one, or \"all\": true for every task");
+  }
   return {};
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chronoq/bulk.h"
 #include "chronoq/engine.h"
 #include "chronoq/lock.h"
 #include "chronoq/queue.h"
@@ -60,6 +61,12 @@ Status ValidateLockRequest(std::string_view key, const LockRequest& request);
 Status ValidateLimit(int limit, int max, std::string_view field);
 // A due instant must lie between 1970 and 100 years from now.
 Status ValidateDue(Timestamp due, Timestamp now, std::string_view field = "run_at");
+
+// A bulk job's filter and action (field names as the HTTP API spells them:
+// "filter.queue", "filter.key", "filter.run_at_to", "run_at", "shift_ms",
+// "filter" for a filter without a condition or `all`, "filter.all" for both). The filter's
+// id_prefix is checked where it is turned into seq ranges (EngineImpl::NarrowToIds).
+Status ValidateBulkRequest(const BulkRequest& request, Timestamp now);
 
 // `field` names the target ("target", "tasks[3].target"); errors name its
 // parts ("target.url", "target.headers[2].name").

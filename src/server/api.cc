@@ -297,7 +297,8 @@ struct Api::Endpoint {
 // read for every GET; write for what applications do (enqueue, claim, ack,
 // fail, extend, cancel, reschedule, retry one task, locks, their
 // schedules); admin for an operator's actions on a whole queue or on
-// history (queue settings, pausing a queue, purging a task). docs/API.md,
+// history (queue settings, pausing a queue, purging a task, bulk actions
+// and cancelling them). docs/API.md,
 // "Scopes", has the same table.
 const std::vector<Api::Endpoint>& Api::Endpoints() {
   using C = const Call&;
@@ -382,6 +383,27 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
          "/v1/tasks/{id}/purge",
          Scope::kAdmin,
          [](Api& api, C c) { api.PurgeTask(c.params[0], c.body, c.respond); },
+         {}},
+        // bulk actions (api_bulk.cc)
+        {"POST",
+         "/v1/tasks:bulk",
+         Scope::kAdmin,
+         [](Api& api, C c) { api.StartBulk(c.body, c.respond); },
+         {}},
+        {"GET",
+         "/v1/bulk",
+         Scope::kRead,
+         [](Api& api, C c) { api.ListBulkJobs(c.query, c.respond); },
+         {}},
+        {"GET",
+         "/v1/bulk/{id}",
+         Scope::kRead,
+         [](Api& api, C c) { api.GetBulkJob(c.params[0], c.respond); },
+         {}},
+        {"POST",
+         "/v1/bulk/{id}/cancel",
+         Scope::kAdmin,
+         [](Api& api, C c) { api.CancelBulkJob(c.params[0], c.body, c.respond); },
          {}},
         {"POST",
          "/v1/acks",

@@ -167,6 +167,11 @@ class Api final : public RequestHandler {
   void NextOccurrences(const std::string& name, std::string_view query, const Respond& respond);
   // GET /v1/cron/next: a cron rule's next runs, by the schedules' own calculator.
   void CronNext(std::string_view query, const Respond& respond);
+  // api_bulk.cc
+  void StartBulk(const std::string& body, const Respond& respond);
+  void GetBulkJob(const std::string& id, const Respond& respond);
+  void ListBulkJobs(std::string_view query, const Respond& respond);
+  void CancelBulkJob(const std::string& id, const std::string& body, const Respond& respond);
   // api_locks.cc
   void AcquireLock(const std::string& key, const std::string& body, const Respond& respond);
   void ReleaseLock(const std::string& key, const std::string& body, const Respond& respond);

@@ -322,6 +322,11 @@ class Store {
     int limit = 100;
     int64_t after_bucket = INT64_MIN;
     int64_t after_seq = 0;
+    // By seq whatever the state (after_bucket unused), walking the table in
+    // creation order rather than an index of the filter: for a bulk job,
+    // whose moves would otherwise carry rows past its cursor and back into
+    // its path.
+    bool by_seq = false;
   };
   virtual Result<std::vector<ReadRow>> List(const ListQuery& q) = 0;
   // The smallest string larger than every string starting with `prefix`

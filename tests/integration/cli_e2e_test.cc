@@ -1,4 +1,4 @@
-// chronoq work, import and stats end to end: the real chronoq binary against
+// chronoq work, import, stats and bulk end to end: the real chronoq binary against
 // the real chronoqd on a free loopback port. The worker is stopped with real
 // signals; commands that must stay running wait on a FIFO the test writes,
 // so nothing here waits for time to pass, and every wait has a deadline and
@@ -350,6 +350,46 @@ TEST_F(CliE2eTest, StatsShowsTheQueueAndTotals) {
   ASSERT_EQ(j["queues"].size(), 1u) << run.out;
   EXPECT_EQ(j["queues"][0]["name"], "mail");
   EXPECT_EQ(j["dispatch_lateness_s"]["claims"], 1);
+}
+
+// chronoq bulk on the real server: a dry run, then a job over more tasks
+// than one chunk (chronoqd's chunk is 1,000), followed to its end.
+TEST_F(CliE2eTest, BulkCancelsAUsersPendingWorkAndLeavesTheRest) {
+  std::vector<json> tasks;
+  for (int i = 0; i < 1'500; ++i) {
+    tasks.push_back(
+        {{"queue", "shares"}, {"id", "user:7:" + std::to_string(i)}, {"delay_ms", 3'600'000}});
+  }
+  Call("POST", "/v1/tasks/batch", json({{"tasks", tasks}}).dump());
+  Enqueue({{"queue", "shares"}, {"id", "user:8:0"}, {"delay_ms", 3'600'000}});
+
+  Subprocess::Completed run =
+      RunCli({"bulk", "cancel", "--id-prefix", "user:7:", "--state", "scheduled", "--dry-run"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "would have cancelled 1,500 of 1,500 matching tasks (dry run: nothing changed)\n");
+  EXPECT_EQ(Count("shares", "scheduled"), 1'501);
+
+  run = RunCli({"bulk", "cancel", "--id-prefix", "user:7:", "--state", "scheduled", "--yes",
+                "--poll", "10ms"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_THAT(run.out, StartsWith("cancelled 1,500 of 1,500 matching tasks; job bulk-"));
+  EXPECT_THAT(run.out, HasSubstr(" done\n"));
+  EXPECT_EQ(Count("shares", "cancelled"), 1'500);
+  EXPECT_TRUE(TaskIs("user:8:0", "scheduled"));
+
+  run = RunCli({"--json", "bulk", "show"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  const json jobs = json::parse(run.out, nullptr, false);
+  ASSERT_EQ(jobs["jobs"].size(), 1u) << run.out;
+  EXPECT_EQ(jobs["jobs"][0]["applied"], 1'500);
+  // The last one created, not the last by name: the walk is in creation order.
+  EXPECT_EQ(jobs["jobs"][0]["cursor"], "user:7:1499");
+
+  // Nothing left to cancel: a second run changes nothing and says so.
+  run = RunCli({"bulk", "cancel", "--id-prefix", "user:7:", "--state", "scheduled", "--yes"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_THAT(run.out, StartsWith("cancelled 0 of 0 matching tasks; job bulk-"));
 }
 
 }  // namespace

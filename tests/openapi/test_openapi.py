@@ -985,6 +985,37 @@ def test_retry_dead_task(server):
     call(server, "ackTask", params={"id": "d:1"}, body={"token": running["token"]}, expect=200)
 
 
+def test_bulk_actions(server):
+    q = "bulk"
+    for i in range(3):
+        enqueue(server, q, id=f"b:{i}", delay_ms=3_600_000)
+    req = {"filter": {"queue": q, "state": "scheduled"}, "action": "reschedule",
+           "shift_ms": 60_000}
+    dry = call(server, "startBulk", body={**req, "dry_run": True}, expect=200).json()
+    assert (dry["id"], dry["state"], dry["matched"], dry["applied"]) == (None, "done", 3, 3)
+    job = call(server, "startBulk", body=req, expect=202).json()
+    assert job["state"] in ("running", "done")
+
+    def ended():
+        j = call(server, "getBulkJob", params={"id": job["id"]}, expect=200).json()
+        return j if j["state"] != "running" else None
+
+    done = wait_for("the bulk job to end", ended)
+    assert (done["state"], done["applied"], done["cursor"]) == ("done", 3, "b:2")
+    listed = call(server, "listBulkJobs", expect=200).json()
+    assert job["id"] in [j["id"] for j in listed["jobs"]]
+    again = call(server, "cancelBulkJob", params={"id": job["id"]}, expect=200).json()
+    assert again["state"] == "done"
+    call(server, "getBulkJob", params={"id": "bulk-0-0"}, expect=404, code="not_found")
+    # Refused, naming the field: no condition; both instant and shift; an unknown filter member.
+    call(server, "startBulk", body={"filter": {}, "action": "delete"}, expect=400,
+         code="invalid_argument", field="filter")
+    call(server, "startBulk", body={**req, "run_at": "2030-01-01T00:00:00Z"}, expect=400,
+         code="invalid_argument", field="shift_ms")
+    call(server, "startBulk", body={"filter": {"owner": "me"}, "action": "cancel"}, valid=False,
+         expect=400, code="invalid_argument", field="filter.owner")
+
+
 class _Receiver(http.server.BaseHTTPRequestHandler):
     """A webhook receiver: records each delivery and answers 204."""
 

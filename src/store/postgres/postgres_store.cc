@@ -1151,10 +1151,12 @@ class PostgresStore final : public Store {
     Params p;
     auto next = [&p] { return "$" + std::to_string(p.size()); };
     std::string sql = CHRONOQ_PG_READ_COLS;
-    const bool by_due = q.state.has_value() && *q.state != TaskState::kDead;
+    const bool by_due = !q.by_seq && q.state.has_value() && *q.state != TaskState::kDead;
     if (q.state.has_value()) {
       p.Int(static_cast<int64_t>(*q.state));
-      sql += "t.state = " + next() + " AND ";
+      // By seq, "+ 0" keeps the planner on the primary key (as in the claim
+      // statements): from tasks_due it would sort every matching row per page.
+      sql += std::string(q.by_seq ? "(t.state + 0) = " : "t.state = ") + next() + " AND ";
     }
     if (by_due) {
       p.Bucket(q.after_bucket);

@@ -1031,23 +1031,26 @@ class SqliteStore final : public Store {
 
   Result<std::vector<ReadRow>> List(const ListQuery& q) override {
     std::string sql = CHRONOQ_READ_COLS;
-    const bool by_due = q.state.has_value() && *q.state != TaskState::kDead;
-    if (q.state.has_value()) sql += "t.state = ?1 AND ";
+    const bool by_due = !q.by_seq && q.state.has_value() && *q.state != TaskState::kDead;
+    // By seq, the unary + keeps the planner off the state, key and name
+    // indexes: from one of them it would sort every matching row per page.
+    const char* plus = q.by_seq ? "+" : "";
+    if (q.state.has_value()) sql += std::string(plus) + "t.state = ?1 AND ";
     if (by_due) {
       sql += "(" CHRONOQ_BUCKET " > ?2 OR (" CHRONOQ_BUCKET " = ?2 AND t.seq > ?3))";
     } else {
       sql += "t.seq > ?3";
     }
     if (q.queue.has_value()) sql += " AND q.name = ?4";
-    if (q.key.has_value()) sql += " AND t.key = ?6";
+    if (q.key.has_value()) sql += std::string(" AND ") + plus + "t.key = ?6";
     if (q.min_seq > 0) sql += " AND t.seq >= ?7";
     if (q.max_seq < INT64_MAX) sql += " AND t.seq <= ?8";
     if (q.generated_only) sql += " AND t.name IS NULL";
     std::optional<std::string> name_end;
     if (q.name_prefix.has_value()) {
-      sql += " AND t.name >= ?9";
+      sql += std::string(" AND ") + plus + "t.name >= ?9";
       name_end = PrefixEnd(*q.name_prefix);
-      if (name_end) sql += " AND t.name < ?10";
+      if (name_end) sql += std::string(" AND ") + plus + "t.name < ?10";
     }
     sql += by_due ? " ORDER BY " CHRONOQ_BUCKET ", t.seq" : " ORDER BY t.seq";
     sql += " LIMIT ?5";
