@@ -35,6 +35,8 @@
 #include "chronoq/result.h"
 #include "chronoq/task.h"
 
+// Exported by libchronoq.so, as every public declaration is (docs/ARCHITECTURE.md).
+#pragma GCC visibility push(default)
 namespace chronoq {
 
 enum class BulkAction {
@@ -102,3 +104,4 @@ struct BulkJob {
 };
 
 }  // namespace chronoq
+#pragma GCC visibility pop
