@@ -41,6 +41,7 @@
 #include "server/log_format.h"
 #include "server/tokens.h"
 #include "server/webhook.h"
+#include "server/webhook_signing.h"
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -135,14 +136,30 @@ void ReloadTokens(server::TokenRegistry* tokens) {
   }
 }
 
-// Waits for SIGTERM or SIGINT and returns it; reloads the tokens on each
-// SIGHUP meanwhile.
-int WaitForStop(const sigset_t& signals, server::TokenRegistry* tokens) {
+// SIGHUP: reads the webhook secrets file again, when there is one; on an
+// error the secrets in force stay.
+void ReloadWebhookSecrets(server::WebhookSecretRegistry* secrets) {
+  if (secrets == nullptr) return;
+  Result<std::shared_ptr<const server::WebhookSecrets>> loaded = secrets->Reload();
+  if (loaded.ok()) {
+    spdlog::info("SIGHUP: reloaded the webhook secrets from {}: {}", secrets->path(),
+                 (*loaded)->Describe());
+  } else {
+    spdlog::error("SIGHUP: webhook secrets not reloaded, those in force stay: {}",
+                  loaded.status().message());
+  }
+}
+
+// Waits for SIGTERM or SIGINT and returns it; reloads the tokens and the
+// webhook secrets on each SIGHUP meanwhile.
+int WaitForStop(const sigset_t& signals, server::TokenRegistry* tokens,
+                server::WebhookSecretRegistry* secrets) {
   for (;;) {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig != SIGHUP) return sig;
     ReloadTokens(tokens);
+    ReloadWebhookSecrets(secrets);
   }
 }
 
@@ -242,8 +259,10 @@ int Fail(const Status& s) {
 // chronoqd --cluster: the node answers every request; it runs the engine
 // only while it leads.
 int RunClusterNode(server::ServerOptions options, const std::string& store, std::string node_id,
-                   std::string advertise, int heartbeat_ms, int lease_ms, int webhook_concurrency,
-                   Duration stats_interval, sigset_t signals, server::TokenRegistry* tokens) {
+                   std::string advertise, int heartbeat_ms, int lease_ms,
+                   const server::WebhookOptions& webhooks, Duration stats_interval,
+                   sigset_t signals, server::TokenRegistry* tokens,
+                   server::WebhookSecretRegistry* secrets) {
   if (store.empty()) {
     return Fail(Status::InvalidArgument("cluster", "needs --store naming a PostgreSQL database"));
   }
@@ -272,7 +291,8 @@ int RunClusterNode(server::ServerOptions options, const std::string& store, std:
   node_options.lease = std::chrono::milliseconds(lease_ms);
   node_options.cluster_token = options.cluster_token;
   node_options.version = CHRONOQ_VERSION;
-  node_options.webhook_concurrency = webhook_concurrency;
+  node_options.webhook_concurrency = webhooks.concurrency;
+  node_options.webhooks = webhooks;
   node_options.stats_interval = stats_interval;
   node_options.run_blocking = [&blocking](std::function<void()> fn) {
     boost::asio::post(blocking, std::move(fn));
@@ -287,7 +307,7 @@ int RunClusterNode(server::ServerOptions options, const std::string& store, std:
   spdlog::info("chronoqd {} listening on {}:{} as cluster node {} ({})", CHRONOQ_VERSION,
                options.host, http.port(), node_id, advertise);
 
-  const int sig = WaitForStop(signals, tokens);
+  const int sig = WaitForStop(signals, tokens, secrets);
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { node.ReleaseWaitingClaims(); });
   blocking.join();
@@ -307,6 +327,10 @@ int main(int argc, char** argv) {
   std::string durability = "normal";
   int threads = 2;
   int webhook_concurrency = 16;
+  std::string webhook_secrets_file;
+  int webhook_max_per_host = 64;
+  int webhook_max_idle_per_host = 64;
+  int webhook_idle_timeout_ms = 4'000;
   int header_timeout_ms = 10'000;
   int idle_timeout_ms = 120'000;
   int stats_interval_ms = 10'000;
@@ -348,6 +372,28 @@ int main(int argc, char** argv) {
                  "webhook deliveries in flight per queue")
       ->envname("CHRONOQ_WEBHOOK_CONCURRENCY")
       ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--webhook-secrets", webhook_secrets_file,
+                 "file of the secrets that sign webhook deliveries (lines of QUEUE-or-* "
+                 "whsec_BASE64; several lines for a queue: all sign, for rotation); read again "
+                 "on SIGHUP")
+      ->envname("CHRONOQ_WEBHOOK_SECRETS");
+  app.add_option("--webhook-max-per-host", webhook_max_per_host,
+                 "webhook requests in flight to one host (scheme, host and port), all queues "
+                 "together")
+      ->envname("CHRONOQ_WEBHOOK_MAX_PER_HOST")
+      ->check(CLI::Range(1, 10'000))
+      ->capture_default_str();
+  app.add_option("--webhook-max-idle-per-host", webhook_max_idle_per_host,
+                 "idle keep-alive connections kept per webhook host (0: a new connection for "
+                 "every delivery)")
+      ->envname("CHRONOQ_WEBHOOK_MAX_IDLE_PER_HOST")
+      ->check(CLI::Range(0, 10'000))
+      ->capture_default_str();
+  app.add_option("--webhook-idle-timeout-ms", webhook_idle_timeout_ms,
+                 "an idle webhook connection is closed after this")
+      ->envname("CHRONOQ_WEBHOOK_IDLE_TIMEOUT_MS")
+      ->check(CLI::Range(1, 3'600'000))
       ->capture_default_str();
   app.add_option("--header-timeout-ms", header_timeout_ms,
                  "a client that started a request must send its headers within this")
@@ -424,6 +470,20 @@ int main(int argc, char** argv) {
   if (Status s = LoadTokens(token_file, tokens); !s.ok()) return Fail(s);
   options.tokens = tokens.get();
   if (Status s = CheckExposure(options, insecure_no_auth); !s.ok()) return Fail(s);
+  std::unique_ptr<server::WebhookSecretRegistry> webhook_secrets;
+  if (!webhook_secrets_file.empty()) {
+    auto loaded = server::WebhookSecretRegistry::FromFile(webhook_secrets_file);
+    if (!loaded.ok()) return Fail(loaded.status());
+    webhook_secrets = *std::move(loaded);
+    spdlog::info("webhook secrets from {}: {}", webhook_secrets_file,
+                 webhook_secrets->Current()->Describe());
+  }
+  const server::WebhookOptions webhook_options{
+      .concurrency = webhook_concurrency,
+      .secrets = webhook_secrets.get(),
+      .max_per_host = webhook_max_per_host,
+      .max_idle_per_host = webhook_max_idle_per_host,
+      .idle_timeout = std::chrono::milliseconds(webhook_idle_timeout_ms)};
   options.tls_cert_file = tls_cert;
   options.tls_key_file = tls_key;
   if (Status s = server::CheckTls(options); !s.ok()) return Fail(s);
@@ -462,8 +522,8 @@ int main(int argc, char** argv) {
       if (!s.ok()) return Fail(s);
     }
     return RunClusterNode(options, store, node_id, advertise, heartbeat_ms, lease_ms,
-                          webhook_concurrency, std::chrono::milliseconds(stats_interval_ms),
-                          signals, tokens.get());
+                          webhook_options, std::chrono::milliseconds(stats_interval_ms), signals,
+                          tokens.get(), webhook_secrets.get());
   }
 
   EngineOptions engine_options;
@@ -473,7 +533,7 @@ int main(int argc, char** argv) {
   if (!engine.ok()) return Fail(engine.status());
 
   // Queues that ever held a task with a target are delivered by chronoqd.
-  server::WebhookDeliverer webhooks(**engine, {.concurrency = webhook_concurrency});
+  server::WebhookDeliverer webhooks(**engine, webhook_options);
   auto queues = (*engine)->ListQueues();
   if (!queues.ok()) return Fail(queues.status());
   for (const QueueInfo& q : *queues) {
@@ -496,7 +556,7 @@ int main(int argc, char** argv) {
   spdlog::info("chronoqd {} listening on {}://{}:{}", CHRONOQ_VERSION, scheme, options.host,
                http.port());
 
-  const int sig = WaitForStop(signals, tokens.get());
+  const int sig = WaitForStop(signals, tokens.get(), webhook_secrets.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { (*engine)->ReleaseWaitingClaims(); });
   blocking.join();
