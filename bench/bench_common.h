@@ -52,6 +52,8 @@ struct Options {
   int w1_batch_connections = 1;  // W1 batch: connections sending batches at once
   int kills = 20;                // W9: failovers
   int dashboards = 0;            // http W2: dashboards open meanwhile (DashboardLoad)
+  int webhook_concurrency = 64;  // W-webhook: chronoqd's --webhook-concurrency
+  int webhook_claim_batch = 1;   // W-webhook: chronoqd's --webhook-claim-batch
 };
 
 inline double Round(double v, int digits) {

@@ -517,9 +517,11 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     MutexLock lock(mu_);
     if (stopping_ || !queues_.insert(queue).second) return;
     spdlog::info("delivering webhooks of queue {}", queue);
-    for (int i = 0; i < options_.concurrency; ++i) {
+    // Each loop has up to claim_batch deliveries in flight.
+    const int loops = std::max(1, options_.concurrency / std::max(1, options_.claim_batch));
+    for (int i = 0; i < loops; ++i) {
       ++loops_;
-      ClaimLocked(queue);
+      ClaimLocked(queue, {});
     }
   }
 
@@ -547,27 +549,66 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
  private:
-  // Waits for the next task of `queue`.
-  void ClaimLocked(const std::string& queue) CHRONOQ_REQUIRES(mu_) {
+  // Settles `settle` (the previous delivery's outcome, if any) and waits for
+  // the next task of `queue`, in one engine call: half the engine's work per
+  // delivery of an acknowledgement and a claim apart.
+  void ClaimLocked(const std::string& queue, std::vector<AckRequest> settle) CHRONOQ_REQUIRES(mu_) {
     ClaimRequest request{.queue = queue,
-                         .max = 1,
+                         .max = options_.claim_batch,
                          .lease = options_.lease,
                          .wait = kClaimWait,
-                         .worker = std::string(kWorkerName)};
+                         .worker = std::string(kWorkerName),
+                         .acks = std::move(settle)};
     engine_.ClaimAsync(
         std::move(request), [self = shared_from_this(), queue](Result<ClaimAnswer> answer) {
           Result<std::vector<Lease>> leases =
               answer.ok() ? Result<std::vector<Lease>>(std::move(answer->leases)) : answer.status();
+          for (const Status& s : answer.ok() ? answer->acks : std::vector<Status>()) {
+            if (!s.ok()) spdlog::warn("webhook of queue {}: {}", queue, s.ToString());
+          }
           asio::post(self->io_, [self, queue, leases = std::move(leases)]() mutable {
             self->OnClaim(queue, std::move(leases));
           });
         });
   }
 
-  // Claims again unless stopping; ends the loop otherwise.
-  void Next(const std::string& queue) CHRONOQ_EXCLUDES(mu_) {
+  // Settles `settle` and claims again unless stopping; otherwise only
+  // settles it, then ends the loop.
+  void Next(const std::string& queue, std::vector<AckRequest> settle = {}) CHRONOQ_EXCLUDES(mu_) {
+    {
+      MutexLock lock(mu_);
+      // Under the lock: Stop() releases waiting claims once stopping_ is
+      // set, so no claim may be made after that.
+      if (!stopping_) return ClaimLocked(queue, std::move(settle));
+    }
+    if (settle.empty()) return EndLoop();
+    engine_.AckManyAsync(std::move(settle),
+                         [self = shared_from_this(), queue](Result<std::vector<Status>> r) {
+                           for (const Status& s : r.ok() ? *r : std::vector<Status>{r.status()}) {
+                             if (!s.ok()) {
+                               spdlog::warn("webhook of queue {}: {}", queue, s.ToString());
+                             }
+                           }
+                           asio::post(self->io_, [self] { self->EndLoop(); });
+                         });
+  }
+
+  // The outcomes of one claim's deliveries, gathered to settle them with
+  // the loop's next claim once the last one is known. I/O thread only.
+  struct Batch {
+    size_t pending = 0;
+    std::vector<AckRequest> acks;
+  };
+  // One of the batch's deliveries ended: with `ack`, or with none (its lease
+  // was lost).
+  void Done(const std::string& queue, const std::shared_ptr<Batch>& batch,
+            std::optional<AckRequest> ack) {
+    if (ack) batch->acks.push_back(*std::move(ack));
+    if (--batch->pending == 0) Next(queue, std::move(batch->acks));
+  }
+
+  void EndLoop() CHRONOQ_EXCLUDES(mu_) {
     MutexLock lock(mu_);
-    if (!stopping_) return ClaimLocked(queue);
     if (--loops_ == 0) idle_.notify_all();
   }
 
@@ -581,35 +622,45 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
       return;
     }
     if (leases->empty()) return Next(queue);
-    Lease lease = std::move(leases->front());
+    auto batch = std::make_shared<Batch>();
+    batch->pending = leases->size();
+    for (Lease& lease : *leases) Start(queue, std::move(lease), batch);
+  }
+
+  void Start(const std::string& queue, Lease lease, const std::shared_ptr<Batch>& batch) {
     if (!lease.target) {
       return Settle(queue, lease,
                     {.error = "no target: queue " + queue +
-                              " is delivered by chronoqd because it holds tasks with a target"});
+                              " is delivered by chronoqd because it holds tasks with a target"},
+                    batch);
     }
     Result<TargetUrl> url = ParseTargetUrl(lease.target->url);
-    if (!url.ok()) return Settle(queue, lease, {.error = url.status().message()});
+    if (!url.ok()) return Settle(queue, lease, {.error = url.status().message()}, batch);
     if (lease.target->timeout + kLeaseMargin > options_.lease) {
       // A slow target: make the lease outlast its timeout first.
       const Duration longer = lease.target->timeout + kLeaseMargin;
       engine_.ExtendAsync(lease.id, lease.token, longer,
-                          [self = shared_from_this(), queue, lease,
-                           url = *url](Result<Timestamp> extended) mutable {
-                            asio::post(self->io_, [self, queue, lease = std::move(lease),
-                                                   url = std::move(url), ok = extended.ok()] {
-                              if (!ok) return self->Next(queue);  // the lease is gone already
-                              self->Deliver(queue, lease, url);
-                            });
+                          [self = shared_from_this(), queue, lease, url = *url,
+                           batch](Result<Timestamp> extended) mutable {
+                            asio::post(self->io_,
+                                       [self, queue, lease = std::move(lease), url = std::move(url),
+                                        batch, ok = extended.ok()] {
+                                         // Not extended: the lease is gone already, nothing to
+                                         // settle.
+                                         if (!ok) return self->Done(queue, batch, std::nullopt);
+                                         self->Deliver(queue, lease, url, batch);
+                                       });
                           });
       return;
     }
-    Deliver(queue, lease, *url);
+    Deliver(queue, lease, *url, batch);
   }
 
-  void Deliver(const std::string& queue, const Lease& lease, const TargetUrl& url) {
+  void Deliver(const std::string& queue, const Lease& lease, const TargetUrl& url,
+               const std::shared_ptr<Batch>& batch) {
     // A lease that came (or was extended) after Stop() swept in_flight_
     // would start an exchange nothing aborts, and Stop() would wait for it.
-    if (Stopping()) return Settle(queue, lease, {.error = std::string(kInterrupted)});
+    if (Stopping()) return Settle(queue, lease, {.error = std::string(kInterrupted)}, batch);
     std::shared_ptr<const WebhookSecrets> secrets;
     if (options_.secrets != nullptr) secrets = options_.secrets->Current();
     static const std::vector<std::string> kUnsigned;
@@ -622,9 +673,9 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     auto slot = std::make_shared<Exchange*>(nullptr);
     auto exchange = std::make_shared<Exchange>(
         io_, tls_, pool_, url, std::move(request), lease.target->timeout, options_.excerpt_bytes,
-        clock_, [self = shared_from_this(), queue, lease, slot](Outcome outcome) {
+        clock_, [self = shared_from_this(), queue, lease, slot, batch](Outcome outcome) {
           self->in_flight_.erase(*slot);
-          self->Settle(queue, lease, std::move(outcome));
+          self->Settle(queue, lease, std::move(outcome), batch);
         });
     *slot = exchange.get();
     in_flight_.emplace(exchange.get(), exchange);
@@ -632,14 +683,10 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   // Acknowledges (no error) or fails the lease, keeping the response on the
-  // task, then claims again. A 410 cancels the task; the engine makes it
-  // dead at once when the queue lists the status in final_statuses.
-  void Settle(const std::string& queue, const Lease& lease, Outcome outcome) {
-    auto next = [self = shared_from_this(), queue, id = lease.id](Result<std::vector<Status>> r) {
-      const Status s = r.ok() ? r->front() : r.status();
-      if (!s.ok()) spdlog::warn("webhook {}: {}", id, s.ToString());
-      asio::post(self->io_, [self, queue] { self->Next(queue); });
-    };
+  // task, with the batch's next claim. A 410 cancels the task; the engine
+  // makes it dead at once when the queue lists the status in final_statuses.
+  void Settle(const std::string& queue, const Lease& lease, Outcome outcome,
+              const std::shared_ptr<Batch>& batch) {
     AckRequest ack{.id = lease.id, .token = lease.token, .response = std::move(outcome.response)};
     if (!outcome.error.empty()) {
       ack.failure = AckFailure{.error = std::move(outcome.error),
@@ -650,7 +697,7 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
       if (Stopping()) ack.failure->retry_after = Duration::zero();
       if (ack.failure->cancel) ack.failure->error += " (the target is gone: task cancelled)";
     }
-    engine_.AckManyAsync({std::move(ack)}, std::move(next));
+    Done(queue, batch, std::move(ack));
   }
 
   bool Stopping() CHRONOQ_EXCLUDES(mu_) {

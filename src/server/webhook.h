@@ -42,6 +42,12 @@ class WebhookSecretRegistry;
 
 struct WebhookOptions {
   int concurrency = 16;  // deliveries in flight per queue
+  // Tasks claimed at once by each of the queue's concurrency / claim_batch
+  // claim loops (1-64). Above 1, fewer engine operations per delivery (a
+  // claim and its acknowledgements cover a batch), but a loop claims again
+  // only once every delivery of its batch has ended: one slow target holds
+  // back its batch-mates' successors.
+  int claim_batch = 1;
   // The lease of a delivery; targets with a longer timeout extend it first.
   Duration lease = std::chrono::seconds(60);
   size_t excerpt_bytes = 512;  // of a failed response's body, kept in last_error

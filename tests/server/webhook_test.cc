@@ -460,6 +460,23 @@ TEST_F(WebhookTest, DeliveriesToOneHostReuseTheirConnections) {
   EXPECT_EQ(receiver_.requests().size(), static_cast<size_t>(kTasks));
 }
 
+TEST_F(WebhookTest, BatchedClaimsDeliverAndSettleEveryTaskOfTheBatch) {
+  Restart({.concurrency = 4, .claim_batch = 4});  // one loop claiming four at a time
+  receiver_.SetHandler([](const TestHttpServer::Request& r) {
+    return TestHttpServer::Response{.status = r.target == "/fail" ? 500 : 200};
+  });
+  std::vector<Task> tasks;
+  for (int i = 0; i < 10; ++i) {
+    tasks.push_back(AddHook({.url = receiver_.url() + (i == 3 ? "/fail" : "/ok")}));
+  }
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    EXPECT_EQ(AwaitSettled(tasks[i].id).state,
+              i == 3 ? TaskState::kScheduled : TaskState::kSucceeded)
+        << i;
+  }
+  EXPECT_EQ(receiver_.requests().size(), 10u);
+}
+
 TEST_F(WebhookTest, AConnectionTheReceiverClosedIsNotReused) {
   const Task first = AddHook({.url = receiver_.url() + "/hook"});
   ASSERT_EQ(AwaitSettled(first.id).state, TaskState::kSucceeded);
