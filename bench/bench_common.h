@@ -57,6 +57,8 @@ struct Options {
   // while W2 drains; "idle": the same tasks, no job (the baseline).
   int64_t w2_bulk = 0;
   std::string bulk_mode = "run";
+  int webhook_concurrency = 64;  // W-webhook: chronoqd's --webhook-concurrency
+  int webhook_claim_batch = 1;   // W-webhook: chronoqd's --webhook-claim-batch
 };
 
 inline double Round(double v, int digits) {

@@ -832,6 +832,7 @@ constexpr Workload kWorkloads[] = {
     {"W8", 10'000'000, RunW8, nullptr},
     {"W9", 100'000, nullptr, chronoq::bench::RunHttpW9},  // not in "all": minutes, 3 nodes
     {"W-schedule", 100'000, RunWSchedule, nullptr},
+    {"W-webhook", 100'000, nullptr, chronoq::bench::RunHttpWebhook},  // not in "all"
 };
 
 }  // namespace
@@ -840,7 +841,8 @@ int main(int argc, char** argv) {
   Options o;
   o.chronoqd = CHRONOQD_PATH;
   CLI::App app{"chronoq load generator: runs the workloads of BENCHMARKS.md"};
-  app.add_option("--workload", o.workload, "W1, W2, W3, W4, W5, W6, W7, W8, W9, W-schedule or all")
+  app.add_option("--workload", o.workload,
+                 "W1, W2, W3, W4, W5, W6, W7, W8, W9, W-schedule, W-webhook or all")
       ->required();
   app.add_option("--target", o.target, "embedded (in-process engine) or http (chronoqd)")
       ->required()
@@ -891,6 +893,14 @@ int main(int argc, char** argv) {
                  "baseline)")
       ->capture_default_str()
       ->check(CLI::IsMember({"run", "idle"}));
+  app.add_option("--webhook-concurrency", o.webhook_concurrency,
+                 "W-webhook: chronoqd's --webhook-concurrency (deliveries in flight)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--webhook-claim-batch", o.webhook_claim_batch,
+                 "W-webhook: chronoqd's --webhook-claim-batch (tasks claimed together)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_option("--kills", o.kills, "W9: failovers (the leader killed, or paused, this often)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -917,7 +927,10 @@ int main(int argc, char** argv) {
   std::vector<const Workload*> selected;
   for (const Workload& w : kWorkloads) {
     if (o.workload != "all" && o.workload != w.name) continue;
-    if (o.workload == "all" && std::string(w.name) == "W9") continue;
+    if (o.workload == "all" &&
+        (std::string(w.name) == "W9" || std::string(w.name) == "W-webhook")) {
+      continue;
+    }
     if (!http && w.run == nullptr) {
       std::cerr << "chronoq-bench: " << w.name << " is for --target http only\n";
       return 2;
@@ -932,7 +945,7 @@ int main(int argc, char** argv) {
   }
   if (selected.empty()) {
     std::cerr << "chronoq-bench: unknown workload '" << o.workload
-              << "': expected W1, W2, W3, W4, W5, W6, W7, W8, W9, W-schedule or all\n";
+              << "': expected W1, W2, W3, W4, W5, W6, W7, W8, W9, W-schedule, W-webhook or all\n";
     return 2;
   }
   if (o.workload == "all") {

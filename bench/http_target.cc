@@ -33,6 +33,7 @@
 #include "cli/http_client.h"
 #include "common/subprocess.h"
 #include "support/chronoqd_process.h"
+#include "webhook_receiver.h"
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -62,7 +63,8 @@ constexpr Ms kRequestTimeout{60'000};
 class Server {
  public:
   // `name` ("W1-batch") names the data directory and the progress lines.
-  Server(const Options& o, const std::string& name) : name_(name) {
+  Server(const Options& o, const std::string& name, std::vector<std::string> extra_args = {})
+      : name_(name) {
     if (!o.url.empty()) {
       const char* token = std::getenv("CHRONOQ_TOKEN");
       endpoint_ = ResolveUrl(o.url, token == nullptr ? "" : token);
@@ -80,10 +82,10 @@ class Server {
     if (ec) throw BenchError("cannot create " + data.string() + ": " + ec.message());
     // On PostgreSQL the data directory holds only the log.
     const BenchStore store(o, "http-" + name);
-    std::vector<std::string> args;
+    std::vector<std::string> args = std::move(extra_args);
     if (store.postgres()) {
       store.Reset();
-      args = {"--store", store.url()};
+      args.insert(args.end(), {"--store", store.url()});
     }
     process_.emplace(test::ChronoqdOptions{
         .binary = o.chronoqd,
@@ -195,7 +197,7 @@ void AppendTask(std::string& out, const std::string& queue, std::mt19937_64& rng
 }
 
 // Bodies of POST /v1/tasks/batch with up to `per_batch` tasks each;
-// when(i) gives task i's timing field.
+// when(i) gives task i's timing field (or any other field: a target).
 std::vector<std::string> BatchBodies(const std::string& queue, int64_t n, int64_t per_batch,
                                      std::mt19937_64& rng,
                                      const std::function<std::string(int64_t)>& when) {
@@ -803,6 +805,51 @@ void RunHttpW5(const Options& o, int64_t n, uint64_t seed) {
   j["threads"] = static_cast<int64_t>(switches1.size());
   j["long_polls"] = kW5Pollers;
   Emit(j);
+}
+
+void RunHttpWebhook(const Options& o, int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  FastReceiver receiver;
+  Server server(o, "W-webhook",
+                {"--webhook-concurrency", std::to_string(o.webhook_concurrency),
+                 "--webhook-claim-batch", std::to_string(o.webhook_claim_batch)});
+  const std::string queue = server.Queue("hooks");
+  const std::string path = "/v1/queues/" + cli::PercentEncode(queue);
+  auto c = server.Connect();
+  // Paused while it fills, so that the deliveries are timed alone.
+  c->Expect2xx("POST", path + "/pause", "");
+  {
+    // Each task's extra field (BatchBodies') is its target.
+    const std::string target = R"("target":{"url":")" + receiver.url() + "\"}";
+    const auto bodies = BatchBodies(queue, n, 1000, rng, [&](int64_t) { return target; });
+    std::cerr << "W-webhook: enqueueing " << n << " webhook tasks on a paused queue\n";
+    SendBatches(*c, bodies);
+  }
+  receiver.WatchFor(n);
+  std::cerr << "W-webhook: delivering with --webhook-concurrency " << o.webhook_concurrency
+            << ", --webhook-claim-batch " << o.webhook_claim_batch << "\n";
+  const auto t0 = SteadyClock::now();
+  c->Expect2xx("POST", path + "/resume", "");
+  const auto limit = t0 + std::chrono::seconds(120) + std::chrono::microseconds(n * 200);
+  int64_t succeeded = 0;
+  while ((succeeded = Count(QueueCounts(*c, queue), "succeeded")) < n) {
+    if (SteadyClock::now() > limit) {
+      throw BenchError("W-webhook: only " + std::to_string(succeeded) + " of " + std::to_string(n) +
+                       " deliveries succeeded before the time limit");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto end = SteadyClock::now();
+  json j = Line("W-webhook", "http", "", n);
+  j["per_s"] = std::llround(static_cast<double>(n) / Seconds(end - t0));
+  j["answered_per_s"] = std::llround(static_cast<double>(n) / Seconds(receiver.reached() - t0));
+  j["requests"] = receiver.requests();
+  j["connections"] = receiver.connections();
+  j["webhook_concurrency"] = o.webhook_concurrency;
+  j["claim_batch"] = o.webhook_claim_batch;
+  Emit(j);
+  c.reset();
+  server.Stop();
 }
 
 }  // namespace chronoq::bench

@@ -74,4 +74,10 @@ void RunHttpW5(const Options& o, int64_t n, uint64_t seed);
 // ack answered ok), redelivered. Node logs: DIR/http-W9-<mode>/.
 void RunHttpW9(const Options& o, int64_t n, uint64_t seed);
 
+// W-webhook: chronoqd delivers n webhook tasks (enqueued on a paused queue,
+// then resumed) to a fast receiver in the bench process over keep-alive
+// connections; deliveries per second from the resume until the last task
+// succeeded, and until the receiver answered the last request.
+void RunHttpWebhook(const Options& o, int64_t n, uint64_t seed);
+
 }  // namespace chronoq::bench

@@ -112,6 +112,12 @@ using BatchHandler = std::function<std::vector<Status>(std::span<const Lease>)>;
 struct AckFailure {
   std::string error;                    // kept as last_error (its first 4,096 bytes)
   std::optional<Duration> retry_after;  // default: the backoff
+  // The work is no longer wanted (a webhook target answered 410 Gone): the
+  // task is cancelled at once, keeping `error`, instead of retrying.
+  bool cancel = false;
+  // The HTTP status a webhook target answered: when the queue lists it in
+  // QueueSettings::final_statuses, the task goes dead at once.
+  std::optional<int> http_status;
 };
 
 // One task and the token of its lease, for AckMany and ExtendMany.

@@ -50,6 +50,8 @@ inline constexpr Duration kMaxQueueBackoffCap = std::chrono::hours(24 * 7);
 inline constexpr Duration kMaxQueueRetention = std::chrono::hours(24 * 3650);
 inline constexpr int kMaxInFlightPerKey = 100'000;
 inline constexpr int64_t kMaxPendingPerKey = 1'000'000'000;
+// QueueSettings::final_statuses: at most this many.
+inline constexpr size_t kMaxFinalStatuses = 32;
 inline constexpr int kMaxRateLimitCount = 1'000'000;
 inline constexpr Duration kMaxRateLimitPeriod = std::chrono::hours(24);
 

@@ -62,6 +62,12 @@ struct QueueSettings {
   // claimed) (1-1,000,000,000; unset: no limit): an enqueue past it fails
   // with ResourceExhausted naming the key, and writes nothing.
   std::optional<int64_t> max_pending_per_key;
+  // Webhook queues: HTTP statuses of a target's answer that fail the task
+  // for good (dead at once, whatever attempts remain) instead of retrying,
+  // e.g. {400, 401, 404}. 300-599 except 410 (which cancels the task), at
+  // most 32, no repeats; kept sorted. Unset or empty: every non-2xx answer
+  // retries.
+  std::optional<std::vector<int>> final_statuses;
 };
 
 // One field of QueueSettings, to put back to its default (the engine's, or
@@ -74,6 +80,7 @@ enum class QueueSetting {
   kRateLimit,
   kInFlightPerKey,
   kPendingPerKey,
+  kFinalStatuses,
 };
 // Its name in the API, as errors name it ("concurrency", "retention_ms", ...).
 std::string_view QueueSettingName(QueueSetting setting);

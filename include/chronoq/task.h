@@ -133,6 +133,13 @@ struct Lease {
   Timestamp lease_until;
   std::optional<WebhookTarget> target;
   std::string key;  // empty: none
+  // For an occurrence of a schedule: the schedule's name and the
+  // occurrence's instant (its id is "<schedule>@<instant>").
+  std::string schedule;
+  std::optional<Timestamp> occurrence;
+  // The task's row number, which no other task ever has (not even one that
+  // reuses its id later): what a webhook delivery's webhook-id is made of.
+  int64_t seq = 0;
 };
 
 // A page of tasks. `next_cursor` is empty on the last page.

@@ -293,8 +293,9 @@ void Node::TryLead(const char* why, Duration lock_patience) {
   }
   auto runtime = std::make_shared<Runtime>();
   runtime->engine = std::move(*engine);
-  runtime->webhooks = std::make_unique<server::WebhookDeliverer>(
-      *runtime->engine, server::WebhookOptions{.concurrency = options_.webhook_concurrency});
+  server::WebhookOptions webhook_options = options_.webhooks;
+  webhook_options.concurrency = options_.webhook_concurrency;
+  runtime->webhooks = std::make_unique<server::WebhookDeliverer>(*runtime->engine, webhook_options);
   server::WebhookDeliverer* webhooks = runtime->webhooks.get();
   runtime->api = std::make_unique<server::Api>(
       *runtime->engine, clock_, options_.run_blocking,

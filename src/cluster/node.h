@@ -41,6 +41,7 @@
 #include "cluster/forwarder.h"
 #include "common/mutex.h"
 #include "server/api.h"
+#include "server/webhook.h"
 #include "store/postgres/control.h"
 #include "store/postgres/postgres_store.h"
 
@@ -58,6 +59,8 @@ struct NodeOptions {
   std::string cluster_token;  // sent on forwarded requests
   std::string version;        // shown in GET /v1/cluster
   int webhook_concurrency = 16;
+  // How the leader delivers webhooks; its concurrency is webhook_concurrency.
+  server::WebhookOptions webhooks;
   Duration stats_interval = server::kDefaultStatsInterval;  // GET /v1/stats/history's pace
   // Paces heartbeats and measures the lease; must outlive the node.
   // nullptr: the system clock.

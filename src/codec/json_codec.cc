@@ -744,6 +744,13 @@ void AppendQueue(std::string& out, const QueueInfo& q) {
   } else {
     out += "null";
   }
+  out += ",\"final_statuses\":";
+  if (q.settings.final_statuses) {
+    AppendArray(out, *q.settings.final_statuses,
+                [](std::string& o, int status) { o += std::to_string(status); });
+  } else {
+    out += "null";
+  }
   out += '}';
 }
 
@@ -758,7 +765,8 @@ Result<QueueSettingsChange> ParseQueueSettings(const Json& json) {
         {"retention_ms", QueueSetting::kRetention},
         {"rate_limit", QueueSetting::kRateLimit},
         {"max_in_flight_per_key", QueueSetting::kInFlightPerKey},
-        {"max_pending_per_key", QueueSetting::kPendingPerKey}};
+        {"max_pending_per_key", QueueSetting::kPendingPerKey},
+        {"final_statuses", QueueSetting::kFinalStatuses}};
     for (const auto& [name, field] : kFields) {
       auto it = json.find(name);
       if (it == json.end() || !it->is_null()) continue;
@@ -773,6 +781,7 @@ Result<QueueSettingsChange> ParseQueueSettings(const Json& json) {
   std::optional<int64_t> pending_per_key;
   const Json* backoff = nullptr;
   const Json* rate_limit = nullptr;
+  const Json* final_statuses = nullptr;
   CHRONOQ_RETURN_IF_ERROR(r.Int("concurrency", concurrency));
   CHRONOQ_RETURN_IF_ERROR(r.Int("max_in_flight", max_in_flight));
   CHRONOQ_RETURN_IF_ERROR(r.Int("max_in_flight_per_key", in_flight_per_key));
@@ -781,6 +790,7 @@ Result<QueueSettingsChange> ParseQueueSettings(const Json& json) {
   CHRONOQ_RETURN_IF_ERROR(r.Object("backoff", backoff));
   CHRONOQ_RETURN_IF_ERROR(r.Millis("retention_ms", settings.retention));
   CHRONOQ_RETURN_IF_ERROR(r.Object("rate_limit", rate_limit));
+  CHRONOQ_RETURN_IF_ERROR(r.Array("final_statuses", final_statuses));
   CHRONOQ_RETURN_IF_ERROR(r.Finish());
   // max_in_flight is another name for concurrency: either, or both if equal.
   if (concurrency && max_in_flight && *concurrency != *max_in_flight) {
@@ -809,6 +819,17 @@ Result<QueueSettingsChange> ParseQueueSettings(const Json& json) {
     CHRONOQ_RETURN_IF_ERROR(l.Millis("period_ms", period));
     CHRONOQ_RETURN_IF_ERROR(l.Finish());
     settings.rate_limit = RateLimit{*count, *period};
+  }
+  if (final_statuses != nullptr) {
+    settings.final_statuses.emplace();
+    for (size_t i = 0; i < final_statuses->size(); ++i) {
+      const Json& status = (*final_statuses)[i];
+      if (!status.is_number_integer() || status.get<int64_t>() < 0 || status.get<int64_t>() > 999) {
+        return Status::InvalidArgument("final_statuses[" + std::to_string(i) + "]",
+                                       "must be an HTTP status (an integer)");
+      }
+      settings.final_statuses->push_back(status.get<int>());
+    }
   }
   // Both names of concurrency, one null and one not, contradict each other.
   if (settings.concurrency && std::find(change.reset.begin(), change.reset.end(),

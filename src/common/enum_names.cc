@@ -16,9 +16,9 @@ constexpr std::array<std::string_view, 5> kStateNames = {"scheduled", "running",
                                                          "cancelled", "dead"};
 constexpr std::array<std::string_view, 3> kConflictNames = {"reject", "ignore", "replace"};
 // In QueueSetting order: the settings' names in the API.
-constexpr std::array<std::string_view, 7> kSettingNames = {
-    "concurrency",           "max_attempts",       "backoff", "retention_ms", "rate_limit",
-    "max_in_flight_per_key", "max_pending_per_key"};
+constexpr std::array<std::string_view, 8> kSettingNames = {
+    "concurrency",           "max_attempts",        "backoff",       "retention_ms", "rate_limit",
+    "max_in_flight_per_key", "max_pending_per_key", "final_statuses"};
 constexpr std::array<std::string_view, 3> kMisfireNames = {"skip", "run_once", "run_all"};
 constexpr std::array<std::string_view, 3> kOverlapNames = {"allow", "skip", "queue_one"};
 constexpr std::array<std::string_view, 2> kDstGapNames = {"run_after", "skip"};

@@ -639,6 +639,11 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
                         row.max_attempts, token, until});
     if (row.target) out.back().target = StoredTarget(*row.target);
     out.back().key = running.key;
+    out.back().seq = running.seq;
+    if (row.sid) {
+      out.back().occurrence = OccurrenceInstant(running.id);
+      if (out.back().occurrence) out.back().schedule = running.id.substr(0, running.id.rfind('@'));
+    }
     leases_.Add(std::move(running));
     const double late = std::chrono::duration<double>(now - run_at).count();
     ++cycle_stats_.lateness[BucketOf(kLatenessBounds, late)];
@@ -685,8 +690,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     if (a.failure) {
       // Leased, so only the store can fail it (which fails the whole batch);
       // it gives up the lease, so a later entry for the task is stale.
-      CHRONOQ_RETURN_IF_ERROR(
-          Fail(a.id, a.token, a.failure->error, a.failure->retry_after, a.response));
+      CHRONOQ_RETURN_IF_ERROR(Fail(a.id, a.token, *a.failure, a.response));
       out.emplace_back();
       continue;
     }
@@ -738,8 +742,8 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
 }
 
 Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
-                         Timestamp now) {
-  if (task.attempt >= task.max_attempts) {
+                         Timestamp now, bool bury) {
+  if (bury || task.attempt >= task.max_attempts) {
     CHRONOQ_RETURN_IF_ERROR(
         store_.Move({task.seq, TaskState::kDead, std::nullopt, error, {}, now}));
     Count(task.qid, TaskState::kRunning, TaskState::kDead);
@@ -760,18 +764,44 @@ Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::stri
   return {};
 }
 
+Status Core::CancelRunning(const RunningTask& task, const std::string& error, Timestamp now) {
+  const Timestamp purge_at = PurgeAt(task.qid, now);
+  CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kCancelled, purge_at, error, {}, now}));
+  Count(task.qid, TaskState::kRunning, TaskState::kCancelled);
+  NotePurge(purge_at);
+  if (task.sid != 0) {
+    CHRONOQ_RETURN_IF_ERROR(
+        OccurrenceFinished(task.sid, task.seq, task.id, TaskState::kCancelled, error, now));
+  }
+  if (!task.key.empty()) CHRONOQ_RETURN_IF_ERROR(KeyReleased(task.qid, task.key, now));
+  leases_.Remove(task.seq);
+  return {};
+}
+
 Status Core::Fail(const std::string& id, uint64_t token, const std::string& error,
                   std::optional<Duration> retry_after, const std::string& response) {
+  return Fail(id, token, AckFailure{.error = error, .retry_after = retry_after}, response);
+}
+
+Status Core::Fail(const std::string& id, uint64_t token, const AckFailure& failure,
+                  const std::string& response) {
   const RunningTask* task = Leased(id, token);
   if (task == nullptr) return NotFoundOrStale(id, token);
   if (!response.empty()) {
     CHRONOQ_RETURN_IF_ERROR(store_.SetResponse(task->seq, TruncateUtf8(response, kMaxErrorBytes)));
   }
   const Timestamp now = clock_.Now();
-  const Duration delay = retry_after.value_or(
-      BackoffDelay(task->backoff.value_or(options_.default_backoff), task->attempt, rng_));
   const RunningTask copy = *task;
-  return RetryOrBury(copy, now + delay, TruncateUtf8(error, kMaxErrorBytes), now);
+  const std::string error = TruncateUtf8(failure.error, kMaxErrorBytes);
+  if (failure.cancel) return CancelRunning(copy, error, now);
+  bool bury = false;
+  if (const QueueState* q = QueueById(copy.qid); q != nullptr && failure.http_status) {
+    const std::optional<std::vector<int>>& final = q->settings.final_statuses;
+    bury = final && std::binary_search(final->begin(), final->end(), *failure.http_status);
+  }
+  const Duration delay = failure.retry_after.value_or(
+      BackoffDelay(copy.backoff.value_or(options_.default_backoff), copy.attempt, rng_));
+  return RetryOrBury(copy, now + delay, error, now, bury);
 }
 
 Result<Timestamp> Core::Extend(const std::string& id, uint64_t token, Duration lease) {
@@ -816,6 +846,10 @@ Result<QueueInfo> Core::ConfigureQueue(const std::string& name, const QueueSetti
   if (settings.rate_limit) merged.rate_limit = settings.rate_limit;
   if (settings.max_in_flight_per_key) merged.max_in_flight_per_key = settings.max_in_flight_per_key;
   if (settings.max_pending_per_key) merged.max_pending_per_key = settings.max_pending_per_key;
+  if (settings.final_statuses) {
+    merged.final_statuses = settings.final_statuses;
+    std::sort(merged.final_statuses->begin(), merged.final_statuses->end());
+  }
   CHRONOQ_RETURN_IF_ERROR(store_.SaveQueueSettings(q->qid, merged, q->paused, q->webhooks));
   // Memory follows before the commit; if it fails, Reload() restores both.
   // Claims waiting on a queue whose limit went up are served by TimedWork,

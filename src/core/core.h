@@ -43,6 +43,10 @@ namespace chronoq {
 
 class Core;
 
+// The instant in an occurrence id "<schedule name>@<instant>"; nullopt for
+// an id of another form.
+std::optional<Timestamp> OccurrenceInstant(const std::string& id);
+
 // The bucket bounds of EngineStats' histograms.
 inline constexpr std::array<double, 13> kCommitOpsBounds = {1,   2,   4,   8,    16,   32,  64,
                                                             128, 256, 512, 1024, 2048, 4096};
@@ -167,6 +171,10 @@ class Core {
   Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks);
   Status Fail(const std::string& id, uint64_t token, const std::string& error,
               std::optional<Duration> retry_after, const std::string& response = "");
+  // The same with every AckFailure field: cancel, or bury at once when the
+  // queue's final_statuses hold failure.http_status.
+  Status Fail(const std::string& id, uint64_t token, const AckFailure& failure,
+              const std::string& response);
   Result<Timestamp> Extend(const std::string& id, uint64_t token, Duration lease);
 
   // --- schedules (inside the transaction; core/schedules.cc) ---
@@ -295,8 +303,11 @@ class Core {
   Status RetryRow(TaskRow& row, Timestamp now);
   Status PurgeRow(const TaskRow& row);
   // Moves a running task back to scheduled (or dead when out of attempts).
+  // `bury`: dead now, whatever attempts remain.
   Status RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
-                     Timestamp now);
+                     Timestamp now, bool bury = false);
+  // Moves a running task to cancelled, keeping `error`.
+  Status CancelRunning(const RunningTask& task, const std::string& error, Timestamp now);
   Status Refill(Timestamp now);
 
   // --- per-key ordering (core/keys.cc) ---

@@ -22,15 +22,14 @@ bool Running(const std::optional<TaskRow>& row) {
   return row.has_value() && row->state == TaskState::kRunning;
 }
 
-// The instant in an occurrence id "<name>@<instant>".
+}  // namespace
+
 std::optional<Timestamp> OccurrenceInstant(const std::string& id) {
   const size_t at = id.rfind('@');
   if (at == std::string::npos) return std::nullopt;
   Result<Timestamp> t = ParseTime(std::string_view(id).substr(at + 1));
   return t.ok() ? std::optional<Timestamp>(*t) : std::nullopt;
 }
-
-}  // namespace
 
 Result<ScheduleRow> Core::ScheduleOrNotFound(const std::string& name) {
   CHRONOQ_ASSIGN_OR_RETURN(std::optional<ScheduleRow> row, store_.FindScheduleByName(name));

@@ -337,6 +337,25 @@ Status ValidateQueueSettings(const QueueSettings& s, const std::vector<QueueSett
       return Status::InvalidArgument("rate_limit.period_ms", "must be between 1 ms and 1 day");
     }
   }
+  if (s.final_statuses) {
+    const std::vector<int>& statuses = *s.final_statuses;
+    if (statuses.size() > kMaxFinalStatuses) {
+      return Status::InvalidArgument("final_statuses", "holds more than 32 statuses");
+    }
+    for (size_t i = 0; i < statuses.size(); ++i) {
+      const std::string at = "final_statuses[" + std::to_string(i) + "]";
+      if (statuses[i] < 300 || statuses[i] > 599) {
+        return Status::InvalidArgument(at, "must be an HTTP status between 300 and 599");
+      }
+      if (statuses[i] == 410) {
+        return Status::InvalidArgument(at, "410 Gone always cancels the task; leave it out");
+      }
+      if (std::find(statuses.begin(), statuses.begin() + static_cast<std::ptrdiff_t>(i),
+                    statuses[i]) != statuses.begin() + static_cast<std::ptrdiff_t>(i)) {
+        return Status::InvalidArgument(at, std::to_string(statuses[i]) + " is listed twice");
+      }
+    }
+  }
   return {};
 }
 

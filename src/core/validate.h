@@ -91,9 +91,11 @@ auto WithQueueSetting(Settings& s, QueueSetting field, F&& f) {
     case QueueSetting::kInFlightPerKey:
       return f(s.max_in_flight_per_key);
     case QueueSetting::kPendingPerKey:
+      return f(s.max_pending_per_key);
+    case QueueSetting::kFinalStatuses:
       break;
   }
-  return f(s.max_pending_per_key);
+  return f(s.final_statuses);
 }
 
 // Also refuses a field both set and reset.

@@ -49,6 +49,11 @@ struct DaemonConfig {
   std::string log_format = "text";
   int threads = 2;
   int webhook_concurrency = 16;
+  int webhook_claim_batch = 1;
+  std::string webhook_secrets;  // the file
+  int webhook_max_per_host = 64;
+  int webhook_max_idle_per_host = 64;
+  int webhook_idle_timeout_ms = 4'000;
   int header_timeout_ms = 10'000;
   int idle_timeout_ms = 120'000;
   int stats_interval_ms = 10'000;

@@ -49,6 +49,7 @@
 #include "server/log_format.h"
 #include "server/tokens.h"
 #include "server/webhook.h"
+#include "server/webhook_signing.h"
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -116,14 +117,30 @@ void ReloadTokens(server::TokenRegistry* tokens) {
   }
 }
 
-// Waits for SIGTERM or SIGINT and returns it; reloads the tokens on each
-// SIGHUP meanwhile.
-int WaitForStop(const sigset_t& signals, server::TokenRegistry* tokens) {
+// SIGHUP: reads the webhook secrets file again, when there is one; on an
+// error the secrets in force stay.
+void ReloadWebhookSecrets(server::WebhookSecretRegistry* secrets) {
+  if (secrets == nullptr) return;
+  Result<std::shared_ptr<const server::WebhookSecrets>> loaded = secrets->Reload();
+  if (loaded.ok()) {
+    spdlog::info("SIGHUP: reloaded the webhook secrets from {}: {}", secrets->path(),
+                 (*loaded)->Describe());
+  } else {
+    spdlog::error("SIGHUP: webhook secrets not reloaded, those in force stay: {}",
+                  loaded.status().message());
+  }
+}
+
+// Waits for SIGTERM or SIGINT and returns it; reloads the tokens and the
+// webhook secrets on each SIGHUP meanwhile.
+int WaitForStop(const sigset_t& signals, server::TokenRegistry* tokens,
+                server::WebhookSecretRegistry* secrets) {
   for (;;) {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig != SIGHUP) return sig;
     ReloadTokens(tokens);
+    ReloadWebhookSecrets(secrets);
   }
 }
 
@@ -215,13 +232,18 @@ void DefaultNodeIdentity(const std::string& listen_host, uint16_t port, std::str
 struct Startup {
   server::ServerOptions options;
   std::unique_ptr<server::TokenRegistry> tokens;  // options.tokens points here
+  // The webhook secrets file, read (null without --webhook-secrets);
+  // webhooks.secrets points here.
+  std::unique_ptr<server::WebhookSecretRegistry> webhook_secrets;
+  server::WebhookOptions webhooks;
   std::string engine_store;                       // without --cluster: the engine's store URL
   PostgresOptions cluster_store;                  // with --cluster
 };
 
 // Everything start-up checks before it listens or opens the store, which
 // --check-config runs alone: the listen address, the token files (read and
-// parsed), exposure without a token, the TLS certificate and key (loaded),
+// parsed), exposure without a token, the webhook secrets file (read and
+// parsed), the TLS certificate and key (loaded),
 // the store URL (parsed, not opened), and with --cluster its PostgreSQL
 // store, the cluster token and the node's options. Reads files; changes
 // nothing.
@@ -235,6 +257,19 @@ Result<Startup> Prepare(const server::DaemonConfig& config) {
   CHRONOQ_RETURN_IF_ERROR(LoadTokens(config.token_file, s.tokens));
   options.tokens = s.tokens.get();
   CHRONOQ_RETURN_IF_ERROR(CheckExposure(options, config.insecure_no_auth));
+  if (!config.webhook_secrets.empty()) {
+    CHRONOQ_ASSIGN_OR_RETURN(s.webhook_secrets,
+                             server::WebhookSecretRegistry::FromFile(config.webhook_secrets));
+    spdlog::info("webhook secrets from {}: {}", config.webhook_secrets,
+                 s.webhook_secrets->Current()->Describe());
+  }
+  s.webhooks = server::WebhookOptions{
+      .concurrency = config.webhook_concurrency,
+      .claim_batch = config.webhook_claim_batch,
+      .secrets = s.webhook_secrets.get(),
+      .max_per_host = config.webhook_max_per_host,
+      .max_idle_per_host = config.webhook_max_idle_per_host,
+      .idle_timeout = std::chrono::milliseconds(config.webhook_idle_timeout_ms)};
   options.tls_cert_file = config.tls_cert;
   options.tls_key_file = config.tls_key;
   CHRONOQ_RETURN_IF_ERROR(server::CheckTls(options));
@@ -310,6 +345,7 @@ int RunClusterNode(const server::DaemonConfig& config, Startup& startup, sigset_
   node_options.cluster_token = options.cluster_token;
   node_options.version = CHRONOQ_VERSION;
   node_options.webhook_concurrency = config.webhook_concurrency;
+  node_options.webhooks = startup.webhooks;
   node_options.stats_interval = std::chrono::milliseconds(config.stats_interval_ms);
   node_options.run_blocking = [&blocking](std::function<void()> fn) {
     boost::asio::post(blocking, std::move(fn));
@@ -325,7 +361,7 @@ int RunClusterNode(const server::DaemonConfig& config, Startup& startup, sigset_
   spdlog::info("chronoqd {} listening on {}:{} as cluster node {} ({})", CHRONOQ_VERSION,
                options.host, http.port(), node_id, advertise);
 
-  const int sig = WaitForStop(signals, startup.tokens.get());
+  const int sig = WaitForStop(signals, startup.tokens.get(), startup.webhook_secrets.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { node.ReleaseWaitingClaims(); });
   blocking.join();
@@ -397,7 +433,7 @@ int main(int argc, char** argv) {
   if (!engine.ok()) return Fail(engine.status());
 
   // Queues that ever held a task with a target are delivered by chronoqd.
-  server::WebhookDeliverer webhooks(**engine, {.concurrency = config.webhook_concurrency});
+  server::WebhookDeliverer webhooks(**engine, startup->webhooks);
   auto queues = (*engine)->ListQueues();
   if (!queues.ok()) return Fail(queues.status());
   for (const QueueInfo& q : *queues) {
@@ -421,7 +457,8 @@ int main(int argc, char** argv) {
   spdlog::info("chronoqd {} listening on {}://{}:{}", CHRONOQ_VERSION, scheme, options.host,
                http.port());
 
-  const int sig = WaitForStop(signals, startup->tokens.get());
+  const int sig =
+      WaitForStop(signals, startup->tokens.get(), startup->webhook_secrets.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { (*engine)->ReleaseWaitingClaims(); });
   blocking.join();

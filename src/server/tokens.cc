@@ -1,8 +1,6 @@
 #include "server/tokens.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include <openssl/crypto.h>
@@ -21,19 +19,7 @@ bool IsNameChar(char c) {
 // What may be sent in an Authorization header, after "Bearer ".
 bool IsSecretChar(char c) { return c > ' ' && c < 0x7f; }
 
-bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-
-std::vector<std::string_view> Fields(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && IsBlank(line[i])) ++i;
-    const size_t start = i;
-    while (i < line.size() && !IsBlank(line[i])) ++i;
-    if (i > start) out.push_back(line.substr(start, i - start));
-  }
-  return out;
-}
+Result<TokenSet> LoadTokens(const std::string& path) { return LoadTokenFile(path); }
 
 }  // namespace
 
@@ -69,69 +55,65 @@ bool DigestsEqual(const TokenDigest& a, const TokenDigest& b) {
 Result<TokenSet> TokenSet::Parse(std::string_view text, std::string_view source,
                                  std::string_view field) {
   std::string_view trimmed = text;
-  while (!trimmed.empty() && IsBlank(trimmed.back())) trimmed.remove_suffix(1);
-  while (!trimmed.empty() && IsBlank(trimmed.front())) trimmed.remove_prefix(1);
+  while (!trimmed.empty() && IsConfigBlank(trimmed.back())) trimmed.remove_suffix(1);
+  while (!trimmed.empty() && IsConfigBlank(trimmed.front())) trimmed.remove_prefix(1);
   if (trimmed.empty()) return Status::InvalidArgument(field, std::string(source) + " is empty");
   // The first form: the whole file is one secret (blanks around it aside).
   // Recognised by having no blank inside, so that even a secret starting
   // with '#' still reads as before.
-  if (std::none_of(trimmed.begin(), trimmed.end(), IsBlank)) return Single(trimmed);
+  if (std::none_of(trimmed.begin(), trimmed.end(), IsConfigBlank)) return Single(trimmed);
 
   TokenSet set;
   std::unordered_map<std::string, int> names;  // name -> line
   std::unordered_map<std::string, const Token*> digests;
   set.tokens_.reserve(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1);
-  int number = 0;
-  while (!text.empty()) {
-    ++number;
-    const size_t eol = text.find('\n');
-    const std::string_view line = text.substr(0, eol);
-    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
-    const auto error = [&](const std::string& reason) {
-      return Status::InvalidArgument(
-          field, std::string(source) + ":" + std::to_string(number) + ": " + reason);
-    };
-    const std::vector<std::string_view> f = Fields(line);
-    if (f.empty() || f[0].front() == '#') continue;
-    if (f.size() == 1) return error("missing scope and secret (" + std::string(kLineForm) + ")");
-    if (f.size() == 2) return error("missing secret (" + std::string(kLineForm) + ")");
-    if (f.size() > 3) {
-      return error("more than three fields (" + std::string(kLineForm) +
-                   "; a secret holds no blanks)");
-    }
-    const std::string name(f[0]);
-    if (name.size() > 64 || !std::all_of(name.begin(), name.end(), IsNameChar)) {
-      return error("bad name '" + (name.size() > 64 ? name.substr(0, 64) + "..." : name) +
-                   "' (up to 64 letters, digits and . _ - : @)");
-    }
-    const std::optional<Scope> scope = ParseScope(f[1]);
-    if (!scope) {
-      return error("unknown scope '" + std::string(f[1]) + "' of '" + name +
-                   "' (read, write or admin)");
-    }
-    const std::string_view secret = f[2];
-    if (!std::all_of(secret.begin(), secret.end(), IsSecretChar)) {
-      return error("the secret of '" + name +
-                   "' holds a character an HTTP header cannot carry (printable ASCII only)");
-    }
-    if (secret.size() < kMinSecretBytes) {
-      return error("the secret of '" + name + "' has " + std::to_string(secret.size()) +
-                   " characters; at least " + std::to_string(kMinSecretBytes) +
-                   " are needed (e.g. openssl rand -hex 32)");
-    }
-    if (auto [it, added] = names.emplace(name, number); !added) {
-      return error("duplicate name '" + name + "' (also on line " + std::to_string(it->second) +
-                   ")");
-    }
-    Token token{name, *scope, DigestOf(secret), number};
-    const std::string key(token.digest.begin(), token.digest.end());
-    if (auto it = digests.find(key); it != digests.end()) {
-      return error("the secret of '" + name + "' is also that of '" + it->second->name +
-                   "' (line " + std::to_string(it->second->line) + "): each token needs its own");
-    }
-    set.tokens_.push_back(std::move(token));
-    digests.emplace(key, &set.tokens_.back());  // reserved above: no reallocation
-  }
+  CHRONOQ_RETURN_IF_ERROR(ForEachConfigLine(
+      text, source, field,
+      [&](const std::vector<std::string_view>& f, int number,
+          const ConfigLineError& error) -> Status {
+        if (f.size() == 1) {
+          return error("missing scope and secret (" + std::string(kLineForm) + ")");
+        }
+        if (f.size() == 2) return error("missing secret (" + std::string(kLineForm) + ")");
+        if (f.size() > 3) {
+          return error("more than three fields (" + std::string(kLineForm) +
+                       "; a secret holds no blanks)");
+        }
+        const std::string name(f[0]);
+        if (name.size() > 64 || !std::all_of(name.begin(), name.end(), IsNameChar)) {
+          return error("bad name '" + (name.size() > 64 ? name.substr(0, 64) + "..." : name) +
+                       "' (up to 64 letters, digits and . _ - : @)");
+        }
+        const std::optional<Scope> scope = ParseScope(f[1]);
+        if (!scope) {
+          return error("unknown scope '" + std::string(f[1]) + "' of '" + name +
+                       "' (read, write or admin)");
+        }
+        const std::string_view secret = f[2];
+        if (!std::all_of(secret.begin(), secret.end(), IsSecretChar)) {
+          return error("the secret of '" + name +
+                       "' holds a character an HTTP header cannot carry (printable ASCII only)");
+        }
+        if (secret.size() < kMinSecretBytes) {
+          return error("the secret of '" + name + "' has " + std::to_string(secret.size()) +
+                       " characters; at least " + std::to_string(kMinSecretBytes) +
+                       " are needed (e.g. openssl rand -hex 32)");
+        }
+        if (auto [it, added] = names.emplace(name, number); !added) {
+          return error("duplicate name '" + name + "' (also on line " + std::to_string(it->second) +
+                       ")");
+        }
+        Token token{name, *scope, DigestOf(secret), number};
+        const std::string key(token.digest.begin(), token.digest.end());
+        if (auto it = digests.find(key); it != digests.end()) {
+          return error("the secret of '" + name + "' is also that of '" + it->second->name +
+                       "' (line " + std::to_string(it->second->line) +
+                       "): each token needs its own");
+        }
+        set.tokens_.push_back(std::move(token));
+        digests.emplace(key, &set.tokens_.back());  // reserved above: no reallocation
+        return {};
+      }));
   if (set.tokens_.empty()) {
     return Status::InvalidArgument(
         field, std::string(source) + ": no token in it (" + std::string(kLineForm) + ")");
@@ -172,12 +154,8 @@ std::string TokenSet::Describe() const {
 }
 
 Result<TokenSet> LoadTokenFile(const std::string& path, std::string_view field) {
-  std::ifstream in(path);
-  if (!in) return Status::InvalidArgument(field, "cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status::InvalidArgument(field, "cannot read " + path);
-  return TokenSet::Parse(text.str(), path, field);
+  CHRONOQ_ASSIGN_OR_RETURN(const std::string text, ReadConfigFile(path, field));
+  return TokenSet::Parse(text, path, field);
 }
 
 Result<std::unique_ptr<TokenRegistry>> TokenRegistry::FromFile(const std::string& path) {
@@ -186,24 +164,8 @@ Result<std::unique_ptr<TokenRegistry>> TokenRegistry::FromFile(const std::string
 }
 
 TokenRegistry::TokenRegistry(TokenSet tokens, std::string path)
-    : path_(std::move(path)), current_(std::make_shared<const TokenSet>(std::move(tokens))) {}
-
-std::shared_ptr<const TokenSet> TokenRegistry::Current() const {
-  MutexLock lock(mu_);
-  return current_;
-}
-
-Result<std::shared_ptr<const TokenSet>> TokenRegistry::Reload() {
-  if (path_.empty()) {
-    return Status::FailedPrecondition(
-        "the tokens come from CHRONOQ_TOKEN, not a file: nothing to reload");
-  }
-  CHRONOQ_ASSIGN_OR_RETURN(TokenSet tokens, LoadTokenFile(path_));
-  auto next = std::make_shared<const TokenSet>(std::move(tokens));
-  MutexLock lock(mu_);
-  current_ = next;
-  return next;
-}
+    : Reloadable(std::move(tokens), std::move(path), LoadTokens,
+                 "the tokens come from CHRONOQ_TOKEN, not a file: nothing to reload") {}
 
 std::optional<Grant> Authenticate(std::string_view authorization, const TokenSet& tokens,
                                   const std::optional<TokenDigest>& cluster_token) {

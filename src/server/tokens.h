@@ -29,6 +29,7 @@
 #include "chronoq/result.h"
 
 #include "common/mutex.h"
+#include "server/config_file.h"
 
 namespace chronoq::server {
 
@@ -103,32 +104,16 @@ Result<TokenSet> LoadTokenFile(const std::string& path, std::string_view field =
 
 // The token set chronoqd checks requests against now, and where it came
 // from. Thread-safe: Current() from the I/O threads, Reload() from the
-// signal-waiting thread.
-class TokenRegistry {
+// signal-waiting thread. Reload() reads the file again: on success the new
+// set replaces the old one at once (for every request checked from then on);
+// on an error (naming the line) the old set stays; FailedPrecondition when
+// the tokens did not come from a file.
+class TokenRegistry : public Reloadable<TokenSet> {
  public:
   // Tokens read from `path`, which Reload() reads again.
   static Result<std::unique_ptr<TokenRegistry>> FromFile(const std::string& path);
   // Fixed tokens (CHRONOQ_TOKEN): Reload() has nothing to read.
   explicit TokenRegistry(TokenSet tokens, std::string path = "");
-  TokenRegistry(const TokenRegistry&) = delete;
-  TokenRegistry& operator=(const TokenRegistry&) = delete;
-
-  // The set in force. A caller keeps using the set it got even if a reload
-  // replaces it meanwhile.
-  std::shared_ptr<const TokenSet> Current() const CHRONOQ_EXCLUDES(mu_);
-
-  // Reads the file again. On success the new set replaces the old one at
-  // once (for every request checked from then on) and is returned; on an
-  // error (naming the line) the old set stays. FailedPrecondition when the
-  // tokens did not come from a file.
-  Result<std::shared_ptr<const TokenSet>> Reload() CHRONOQ_EXCLUDES(mu_);
-
-  const std::string& path() const { return path_; }
-
- private:
-  const std::string path_;  // empty: not from a file
-  mutable Mutex mu_;
-  std::shared_ptr<const TokenSet> current_ CHRONOQ_GUARDED_BY(mu_);
 };
 
 // The request's token, from its Authorization header's value ("Bearer

@@ -1,6 +1,9 @@
 #include "server/webhook.h"
 
+#include <cerrno>
 #include <condition_variable>
+#include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <set>
@@ -8,12 +11,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include "chronoq/time.h"
+
 #include "common/mutex.h"
+#include "server/webhook_signing.h"
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <sys/socket.h>
 
 namespace chronoq::server {
 
@@ -80,42 +87,157 @@ constexpr Duration kLeaseMargin = std::chrono::seconds(15);
 // last_error of a delivery that Stop() interrupted or kept from starting.
 constexpr std::string_view kInterrupted = "delivery interrupted: chronoqd stopped";
 
-// One HTTP exchange for one lease. Calls `done(error, response)` once: an
-// empty error for a 2xx, else what goes into last_error; `response` is the
-// status and body excerpt, when an answer came.
+using Request = http::request<http::string_body>;
+
+// What one exchange came to.
+struct Outcome {
+  std::string error;     // empty: a 2xx
+  std::string response;  // "HTTP <status>[: <body excerpt>]" when an answer came
+  std::optional<int> status;
+  std::optional<Duration> retry_after;  // a 429 or 503 with a Retry-After
+};
+
+// One connection to a host, reused by one exchange after another.
+struct Connection {
+  Connection(asio::io_context& io, ssl::context& tls) : stream(io, tls), idle_timer(io) {}
+  beast::ssl_stream<beast::tcp_stream> stream;
+  beast::flat_buffer buffer;
+  asio::steady_timer idle_timer;
+  uint64_t idle_generation = 0;  // which stay in the pool the timer is for
+  std::chrono::steady_clock::time_point idle_since;
+};
+
+// Whether an idle connection can carry a request: open, and the server has
+// neither closed it nor sent anything (a stray byte, a TLS close_notify).
+// A peek that would block means nothing happened.
+bool Usable(Connection& c) {
+  auto& socket = beast::get_lowest_layer(c.stream).socket();
+  if (!socket.is_open()) return false;
+  char byte;
+  const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+void CloseConnection(Connection& c) {
+  beast::error_code ignored;
+  c.idle_timer.cancel();
+  beast::get_lowest_layer(c.stream).socket().close(ignored);
+}
+
+class Exchange;
+
+// The connections and request slots of each (scheme, host, port). Confined
+// to the I/O thread.
+class Pool {
+ public:
+  Pool(asio::io_context& io, const WebhookOptions& options) : io_(io), options_(options) {}
+
+  // Gives `exchange` a slot of `host` now (Exchange::OnSlot) or, at the
+  // limit, once one frees.
+  void Acquire(const std::string& host, const std::shared_ptr<Exchange>& exchange);
+  // Frees a slot of `host`; the next exchange waiting for one gets it.
+  void Release(const std::string& host);
+  // A usable idle connection to `host`, the most recently used; nullptr if none.
+  std::unique_ptr<Connection> TakeIdle(const std::string& host);
+  // Keeps `c` for reuse, or closes it (the host has enough idle ones, or
+  // the pool is closed).
+  void PutIdle(const std::string& host, std::unique_ptr<Connection> c);
+  // Closes every idle connection, and each one given back from now on.
+  void Close() {
+    closed_ = true;
+    for (auto& [name, host] : hosts_) {
+      for (auto& c : host.idle) CloseConnection(*c);
+      host.idle.clear();
+    }
+  }
+
+ private:
+  struct Host {
+    std::list<std::unique_ptr<Connection>> idle;  // most recently used last
+    int in_flight = 0;
+    std::deque<std::shared_ptr<Exchange>> waiting;
+  };
+  void Forget(std::map<std::string, Host>::iterator it) {
+    if (it->second.idle.empty() && it->second.in_flight == 0 && it->second.waiting.empty()) {
+      hosts_.erase(it);
+    }
+  }
+
+  asio::io_context& io_;
+  const WebhookOptions& options_;
+  std::map<std::string, Host> hosts_;
+  uint64_t next_generation_ = 1;
+  bool closed_ = false;
+};
+
+// One HTTP exchange for one lease, on a pooled connection or a new one.
+// Calls `done(outcome)` once.
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  using Done = std::function<void(std::string error, std::string response)>;
+  using Done = std::function<void(Outcome)>;
 
-  Exchange(asio::io_context& io, ssl::context& tls, TargetUrl url, const Lease& lease,
-           size_t excerpt_bytes, Done done)
-      : resolver_(io),
-        stream_(io, tls),
+  Exchange(asio::io_context& io, ssl::context& tls, Pool& pool, TargetUrl url, Request request,
+           Duration timeout, size_t excerpt_bytes, Clock& clock, Done done)
+      : io_(io),
+        tls_(tls),
+        pool_(pool),
+        resolver_(io),
+        wait_timer_(io),
         url_(std::move(url)),
-        target_(*lease.target),
-        payload_(lease.payload),
+        host_((url_.tls ? "https://" : "http://") + url_.host + ":" + url_.port),
+        request_(std::move(request)),
+        timeout_(timeout),
         excerpt_bytes_(excerpt_bytes),
-        deadline_(
-            std::chrono::steady_clock::now() +
-            std::chrono::duration_cast<std::chrono::steady_clock::duration>(lease.target->timeout)),
+        clock_(clock),
+        deadline_(std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout)),
         done_(std::move(done)) {}
 
   void Start() {
-    if (url_.tls && !SSL_set_tlsext_host_name(stream_.native_handle(), url_.host.c_str())) {
-      return Finish("TLS: cannot set the server name");
+    waiting_ = true;
+    wait_timer_.expires_at(deadline_);
+    wait_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && self->waiting_) {
+        self->Finish({.error = self->TimedOut("waiting for a connection")});
+      }
+    });
+    pool_.Acquire(host_, shared_from_this());
+  }
+
+  // The exchange's turn to use its host: false if it finished meanwhile
+  // (timed out waiting, or aborted), and the slot goes to the next one.
+  bool OnSlot() {
+    if (!done_) return false;
+    waiting_ = false;
+    has_slot_ = true;
+    wait_timer_.cancel();
+    if (FinishIfAborted()) return true;
+    conn_ = pool_.TakeIdle(host_);
+    if (conn_) {
+      Write();
+      return true;
+    }
+    conn_ = std::make_unique<Connection>(io_, tls_);
+    if (url_.tls && !SSL_set_tlsext_host_name(conn_->stream.native_handle(), url_.host.c_str())) {
+      Finish({.error = "TLS: cannot set the server name"});
+      return true;
     }
     resolver_.async_resolve(
         url_.host, url_.port,
         [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
-          if (ec) return self->Finish("resolving " + self->url_.host + ": " + ec.message());
+          if (ec) {
+            return self->Finish({.error = "resolving " + self->url_.host + ": " + ec.message()});
+          }
           self->Connect(results);
         });
+    return true;
   }
 
   // Abandons the exchange (shutdown): it finishes with `reason` as soon as
   // its handler runs, without waiting for the target.
   void Abort(const std::string& reason) {
     aborted_ = reason;
+    if (waiting_) return Finish({.error = reason});
     resolver_.cancel();
     // Closed, not just cancelled: cancel() only reaches an operation in
     // flight, and Abort() may run after one completed but before its handler
@@ -123,7 +245,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     // between two reads inside async_read), which would then wait for the
     // target's whole timeout (10 s by default, up to 5 min) and hold up
     // shutdown. On a closed socket the next operation fails at once.
-    beast::get_lowest_layer(stream_).close();
+    if (conn_) beast::get_lowest_layer(conn_->stream).close();
   }
 
  private:
@@ -131,51 +253,47 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   // socket again, and the others need not rely on failing on it.
   bool FinishIfAborted() {
     if (aborted_.empty()) return false;
-    Finish(aborted_);
+    Finish({.error = aborted_});
     return true;
   }
 
-  void ArmTimeout() { beast::get_lowest_layer(stream_).expires_at(deadline_); }
+  void ArmTimeout() { beast::get_lowest_layer(conn_->stream).expires_at(deadline_); }
 
   void Connect(const tcp::resolver::results_type& results) {
     if (FinishIfAborted()) return;
     ArmTimeout();
-    beast::get_lowest_layer(stream_).async_connect(
-        results, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
-          if (ec) return self->Finish(self->Describe("connecting", ec));
-          if (!self->url_.tls) return self->Write();
-          if (self->FinishIfAborted()) return;
-          self->ArmTimeout();
-          self->stream_.set_verify_mode(ssl::verify_peer);
-          self->stream_.set_verify_callback(ssl::host_name_verification(self->url_.host));
-          self->stream_.async_handshake(ssl::stream_base::client, [self](beast::error_code e) {
-            if (e) return self->Finish(self->Describe("TLS handshake", e));
-            self->Write();
-          });
-        });
+    beast::get_lowest_layer(conn_->stream)
+        .async_connect(
+            results, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
+              if (ec) return self->Finish({.error = self->Describe("connecting", ec)});
+              beast::error_code ignored;
+              beast::get_lowest_layer(self->conn_->stream)
+                  .socket()
+                  .set_option(tcp::no_delay(true), ignored);
+              if (!self->url_.tls) return self->Write();
+              if (self->FinishIfAborted()) return;
+              self->ArmTimeout();
+              auto& stream = self->conn_->stream;
+              stream.set_verify_mode(ssl::verify_peer);
+              stream.set_verify_callback(ssl::host_name_verification(self->url_.host));
+              stream.async_handshake(ssl::stream_base::client, [self](beast::error_code e) {
+                if (e) return self->Finish({.error = self->Describe("TLS handshake", e)});
+                self->Write();
+              });
+            });
   }
 
   void Write() {
     if (FinishIfAborted()) return;
-    request_.method_string(target_.method);
-    request_.target(url_.target);
-    request_.version(11);
-    request_.set(http::field::host, HostHeader(url_));
-    request_.set(http::field::user_agent, "chronoqd");
-    request_.set(http::field::content_type, "application/json");
-    for (const auto& [name, value] : target_.headers) request_.set(name, value);
-    request_.keep_alive(false);
-    request_.body() = payload_;
-    request_.prepare_payload();
     ArmTimeout();
     auto on_written = [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec) return self->Finish(self->Describe("sending", ec));
+      if (ec) return self->Finish({.error = self->Describe("sending", ec)});
       self->Read();
     };
     if (url_.tls) {
-      http::async_write(stream_, request_, std::move(on_written));
+      http::async_write(conn_->stream, request_, std::move(on_written));
     } else {
-      http::async_write(beast::get_lowest_layer(stream_), request_, std::move(on_written));
+      http::async_write(beast::get_lowest_layer(conn_->stream), request_, std::move(on_written));
     }
   }
 
@@ -186,57 +304,193 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     auto on_read = [self = shared_from_this()](beast::error_code ec, size_t) {
       const bool have_status = self->parser_.is_header_done();
       if (ec && !(ec == http::error::body_limit && have_status)) {
-        return self->Finish(self->Describe("reading the response", ec));
+        return self->Finish({.error = self->Describe("reading the response", ec)});
       }
+      // A connection is reused only after a whole answer that keeps it open.
+      self->reusable_ = !ec && self->parser_.keep_alive();
       const auto& res = self->parser_.get();
       const unsigned status = res.result_int();
+      Outcome out{.status = static_cast<int>(status)};
       const std::string excerpt = res.body().substr(0, self->excerpt_bytes_);
-      std::string response = "HTTP " + std::to_string(status);
-      if (!excerpt.empty()) response += ": " + excerpt;
-      if (status >= 200 && status < 300) return self->Finish("", std::move(response));
-      self->Finish(response, response);
+      out.response = "HTTP " + std::to_string(status);
+      if (!excerpt.empty()) out.response += ": " + excerpt;
+      if (status < 200 || status >= 300) out.error = out.response;
+      if (status == 429 || status == 503) {
+        if (auto it = res.find(http::field::retry_after); it != res.end()) {
+          const auto value = it->value();
+          out.retry_after =
+              ParseRetryAfter(std::string_view(value.data(), value.size()), self->clock_.Now());
+        }
+      }
+      self->Finish(std::move(out));
     };
     if (url_.tls) {
-      http::async_read(stream_, buffer_, parser_, std::move(on_read));
+      http::async_read(conn_->stream, conn_->buffer, parser_, std::move(on_read));
     } else {
-      http::async_read(beast::get_lowest_layer(stream_), buffer_, parser_, std::move(on_read));
+      http::async_read(beast::get_lowest_layer(conn_->stream), conn_->buffer, parser_,
+                       std::move(on_read));
     }
+  }
+
+  std::string TimedOut(std::string_view what) const {
+    return "timed out after " +
+           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count()) +
+           " ms " + std::string(what);
   }
 
   std::string Describe(std::string_view what, beast::error_code ec) const {
     if (!aborted_.empty()) return aborted_;
-    if (ec == beast::error::timeout) {
-      return "timed out after " +
-             std::to_string(
-                 std::chrono::duration_cast<std::chrono::milliseconds>(target_.timeout).count()) +
-             " ms " + std::string(what);
-    }
+    if (ec == beast::error::timeout) return TimedOut(what);
     return std::string(what) + ": " + ec.message();
   }
 
-  void Finish(std::string error, std::string response = "") {
+  void Finish(Outcome outcome) {
     if (!done_) return;
-    if (!aborted_.empty() && !error.empty()) error = aborted_;
-    beast::error_code ignored;
-    beast::get_lowest_layer(stream_).socket().close(ignored);
+    if (!aborted_.empty() && !outcome.error.empty()) outcome = {.error = aborted_};
+    waiting_ = false;
+    wait_timer_.cancel();
+    if (conn_) {
+      if (reusable_ && aborted_.empty()) {
+        pool_.PutIdle(host_, std::move(conn_));
+      } else {
+        CloseConnection(*conn_);
+        conn_.reset();
+      }
+    }
+    if (has_slot_) {
+      has_slot_ = false;
+      pool_.Release(host_);
+    }
     Done done = std::move(done_);
     done_ = nullptr;
-    done(std::move(error), std::move(response));
+    done(std::move(outcome));
   }
 
+  asio::io_context& io_;
+  ssl::context& tls_;
+  Pool& pool_;
   tcp::resolver resolver_;
-  beast::ssl_stream<beast::tcp_stream> stream_;
+  asio::steady_timer wait_timer_;
   TargetUrl url_;
-  WebhookTarget target_;
-  std::string payload_;
+  const std::string host_;  // the pool's name for the target's host
+  Request request_;
+  Duration timeout_;
   size_t excerpt_bytes_;
+  Clock& clock_;
   std::chrono::steady_clock::time_point deadline_;
   Done done_;
   std::string aborted_;
-  http::request<http::string_body> request_;
-  beast::flat_buffer buffer_;
+  bool waiting_ = false;   // for a slot of its host
+  bool has_slot_ = false;  // holds one
+  bool reusable_ = false;  // the answer left the connection open and clean
+  std::unique_ptr<Connection> conn_;
   http::response_parser<http::string_body> parser_;
 };
+
+void Pool::Acquire(const std::string& host, const std::shared_ptr<Exchange>& exchange) {
+  Host& h = hosts_[host];
+  if (h.in_flight >= options_.max_per_host) return h.waiting.push_back(exchange);
+  ++h.in_flight;
+  if (!exchange->OnSlot()) Release(host);
+}
+
+void Pool::Release(const std::string& host) {
+  auto it = hosts_.find(host);
+  if (it == hosts_.end()) return;
+  --it->second.in_flight;
+  // The next waiter starts from the loop, not from inside the finishing
+  // exchange's handler (no recursion through a long line of waiters).
+  asio::post(io_, [this, host] {
+    auto it = hosts_.find(host);
+    if (it == hosts_.end()) return;
+    Host& h = it->second;
+    while (!h.waiting.empty() && h.in_flight < options_.max_per_host) {
+      std::shared_ptr<Exchange> next = std::move(h.waiting.front());
+      h.waiting.pop_front();
+      ++h.in_flight;
+      if (next->OnSlot()) continue;
+      --h.in_flight;
+    }
+    Forget(it);
+  });
+}
+
+std::unique_ptr<Connection> Pool::TakeIdle(const std::string& host) {
+  auto it = hosts_.find(host);
+  if (it == hosts_.end()) return nullptr;
+  auto& idle = it->second.idle;
+  const auto now = std::chrono::steady_clock::now();
+  while (!idle.empty()) {
+    std::unique_ptr<Connection> c = std::move(idle.back());
+    idle.pop_back();
+    c->idle_timer.cancel();
+    c->idle_generation = 0;
+    if (now - c->idle_since < options_.idle_timeout && Usable(*c)) return c;
+    CloseConnection(*c);
+  }
+  return nullptr;
+}
+
+void Pool::PutIdle(const std::string& host, std::unique_ptr<Connection> c) {
+  auto it = hosts_.find(host);
+  if (closed_ || it == hosts_.end() ||
+      static_cast<int>(it->second.idle.size()) >= options_.max_idle_per_host) {
+    return CloseConnection(*c);
+  }
+  const uint64_t generation = next_generation_++;
+  c->idle_generation = generation;
+  c->idle_since = std::chrono::steady_clock::now();
+  c->idle_timer.expires_after(options_.idle_timeout);
+  c->idle_timer.async_wait([this, host, generation](beast::error_code ec) {
+    if (ec) return;
+    auto it = hosts_.find(host);
+    if (it == hosts_.end()) return;
+    auto& idle = it->second.idle;
+    auto c = std::find_if(idle.begin(), idle.end(),
+                          [&](const auto& e) { return e->idle_generation == generation; });
+    if (c == idle.end()) return;
+    CloseConnection(**c);
+    idle.erase(c);
+    Forget(it);
+  });
+  it->second.idle.push_back(std::move(c));
+}
+
+// The request of one delivery: the target's method, URL and headers, the
+// payload, and the headers of webhook.h (signed with `keys`, when any).
+Request BuildWebhookRequest(const Lease& lease, const TargetUrl& url,
+                            const std::vector<std::string>& keys, int64_t timestamp,
+                            bool keep_alive) {
+  const WebhookTarget& target = *lease.target;
+  Request request;
+  request.method_string(target.method);
+  request.target(url.target);
+  request.version(11);
+  request.set(http::field::host, HostHeader(url));
+  request.set(http::field::user_agent, "chronoqd");
+  request.set(http::field::content_type, "application/json");
+  for (const auto& [name, value] : target.headers) request.set(name, value);
+  // After the target's own headers, so that none of them can stand in for
+  // these.
+  const std::string id = WebhookMessageId(lease.seq);
+  request.set("webhook-id", id);
+  request.set("webhook-timestamp", std::to_string(timestamp));
+  if (!keys.empty()) {
+    request.set("webhook-signature", WebhookSignature(keys, id, timestamp, lease.payload));
+  }
+  request.set("chronoq-task-id", lease.id);
+  request.set("chronoq-attempt", std::to_string(lease.attempt));
+  request.set("chronoq-queue", lease.queue);
+  if (!lease.key.empty()) request.set("chronoq-key", lease.key);
+  if (lease.occurrence) {
+    request.set("chronoq-schedule", lease.schedule);
+    request.set("chronoq-occurrence", FormatTime(*lease.occurrence));
+  }
+  request.keep_alive(keep_alive);
+  request.body() = lease.payload;
+  request.prepare_payload();
+  return request;
+}
 
 }  // namespace
 
@@ -245,8 +499,10 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
   Impl(Engine& engine, WebhookOptions options)
       : engine_(engine),
         options_(options),
+        clock_(options.clock != nullptr ? *options.clock : SystemClock()),
         tls_(ssl::context::tls_client),
-        work_(asio::make_work_guard(io_)) {
+        work_(asio::make_work_guard(io_)),
+        pool_(io_, options_) {
     tls_.set_default_verify_paths();
   }
 
@@ -261,9 +517,11 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     MutexLock lock(mu_);
     if (stopping_ || !queues_.insert(queue).second) return;
     spdlog::info("delivering webhooks of queue {}", queue);
-    for (int i = 0; i < options_.concurrency; ++i) {
+    // Each loop has up to claim_batch deliveries in flight.
+    const int loops = std::max(1, options_.concurrency / std::max(1, options_.claim_batch));
+    for (int i = 0; i < loops; ++i) {
       ++loops_;
-      ClaimLocked(queue);
+      ClaimLocked(queue, {});
     }
   }
 
@@ -276,9 +534,11 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
     // Every claim was submitted before stopping_ was set, so this releases all.
     engine_.ReleaseWaitingClaims();
     asio::post(io_, [self = shared_from_this()] {
-      for (const auto& [raw, exchange] : self->in_flight_) {
-        exchange->Abort(std::string(kInterrupted));
-      }
+      // Aborting finishes some exchanges at once, which erases them.
+      const auto in_flight = self->in_flight_;
+      for (const auto& [raw, exchange] : in_flight) exchange->Abort(std::string(kInterrupted));
+      // Idle connections would keep the loop running until they expire.
+      self->pool_.Close();
     });
     {
       MutexLock lock(mu_);
@@ -289,27 +549,66 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
   }
 
  private:
-  // Waits for the next task of `queue`.
-  void ClaimLocked(const std::string& queue) CHRONOQ_REQUIRES(mu_) {
+  // Settles `settle` (the previous delivery's outcome, if any) and waits for
+  // the next task of `queue`, in one engine call: half the engine's work per
+  // delivery of an acknowledgement and a claim apart.
+  void ClaimLocked(const std::string& queue, std::vector<AckRequest> settle) CHRONOQ_REQUIRES(mu_) {
     ClaimRequest request{.queue = queue,
-                         .max = 1,
+                         .max = options_.claim_batch,
                          .lease = options_.lease,
                          .wait = kClaimWait,
-                         .worker = std::string(kWorkerName)};
+                         .worker = std::string(kWorkerName),
+                         .acks = std::move(settle)};
     engine_.ClaimAsync(
         std::move(request), [self = shared_from_this(), queue](Result<ClaimAnswer> answer) {
           Result<std::vector<Lease>> leases =
               answer.ok() ? Result<std::vector<Lease>>(std::move(answer->leases)) : answer.status();
+          for (const Status& s : answer.ok() ? answer->acks : std::vector<Status>()) {
+            if (!s.ok()) spdlog::warn("webhook of queue {}: {}", queue, s.ToString());
+          }
           asio::post(self->io_, [self, queue, leases = std::move(leases)]() mutable {
             self->OnClaim(queue, std::move(leases));
           });
         });
   }
 
-  // Claims again unless stopping; ends the loop otherwise.
-  void Next(const std::string& queue) CHRONOQ_EXCLUDES(mu_) {
+  // Settles `settle` and claims again unless stopping; otherwise only
+  // settles it, then ends the loop.
+  void Next(const std::string& queue, std::vector<AckRequest> settle = {}) CHRONOQ_EXCLUDES(mu_) {
+    {
+      MutexLock lock(mu_);
+      // Under the lock: Stop() releases waiting claims once stopping_ is
+      // set, so no claim may be made after that.
+      if (!stopping_) return ClaimLocked(queue, std::move(settle));
+    }
+    if (settle.empty()) return EndLoop();
+    engine_.AckManyAsync(std::move(settle),
+                         [self = shared_from_this(), queue](Result<std::vector<Status>> r) {
+                           for (const Status& s : r.ok() ? *r : std::vector<Status>{r.status()}) {
+                             if (!s.ok()) {
+                               spdlog::warn("webhook of queue {}: {}", queue, s.ToString());
+                             }
+                           }
+                           asio::post(self->io_, [self] { self->EndLoop(); });
+                         });
+  }
+
+  // The outcomes of one claim's deliveries, gathered to settle them with
+  // the loop's next claim once the last one is known. I/O thread only.
+  struct Batch {
+    size_t pending = 0;
+    std::vector<AckRequest> acks;
+  };
+  // One of the batch's deliveries ended: with `ack`, or with none (its lease
+  // was lost).
+  void Done(const std::string& queue, const std::shared_ptr<Batch>& batch,
+            std::optional<AckRequest> ack) {
+    if (ack) batch->acks.push_back(*std::move(ack));
+    if (--batch->pending == 0) Next(queue, std::move(batch->acks));
+  }
+
+  void EndLoop() CHRONOQ_EXCLUDES(mu_) {
     MutexLock lock(mu_);
-    if (!stopping_) return ClaimLocked(queue);
     if (--loops_ == 0) idle_.notify_all();
   }
 
@@ -323,68 +622,82 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
       return;
     }
     if (leases->empty()) return Next(queue);
-    Lease lease = std::move(leases->front());
+    auto batch = std::make_shared<Batch>();
+    batch->pending = leases->size();
+    for (Lease& lease : *leases) Start(queue, std::move(lease), batch);
+  }
+
+  void Start(const std::string& queue, Lease lease, const std::shared_ptr<Batch>& batch) {
     if (!lease.target) {
       return Settle(queue, lease,
-                    "no target: queue " + queue +
-                        " is delivered by chronoqd because it holds tasks with a target");
+                    {.error = "no target: queue " + queue +
+                              " is delivered by chronoqd because it holds tasks with a target"},
+                    batch);
     }
     Result<TargetUrl> url = ParseTargetUrl(lease.target->url);
-    if (!url.ok()) return Settle(queue, lease, url.status().message());
+    if (!url.ok()) return Settle(queue, lease, {.error = url.status().message()}, batch);
     if (lease.target->timeout + kLeaseMargin > options_.lease) {
       // A slow target: make the lease outlast its timeout first.
       const Duration longer = lease.target->timeout + kLeaseMargin;
       engine_.ExtendAsync(lease.id, lease.token, longer,
-                          [self = shared_from_this(), queue, lease,
-                           url = *url](Result<Timestamp> extended) mutable {
-                            asio::post(self->io_, [self, queue, lease = std::move(lease),
-                                                   url = std::move(url), ok = extended.ok()] {
-                              if (!ok) return self->Next(queue);  // the lease is gone already
-                              self->Deliver(queue, lease, url);
-                            });
+                          [self = shared_from_this(), queue, lease, url = *url,
+                           batch](Result<Timestamp> extended) mutable {
+                            asio::post(self->io_,
+                                       [self, queue, lease = std::move(lease), url = std::move(url),
+                                        batch, ok = extended.ok()] {
+                                         // Not extended: the lease is gone already, nothing to
+                                         // settle.
+                                         if (!ok) return self->Done(queue, batch, std::nullopt);
+                                         self->Deliver(queue, lease, url, batch);
+                                       });
                           });
       return;
     }
-    Deliver(queue, lease, *url);
+    Deliver(queue, lease, *url, batch);
   }
 
-  void Deliver(const std::string& queue, const Lease& lease, const TargetUrl& url) {
+  void Deliver(const std::string& queue, const Lease& lease, const TargetUrl& url,
+               const std::shared_ptr<Batch>& batch) {
     // A lease that came (or was extended) after Stop() swept in_flight_
     // would start an exchange nothing aborts, and Stop() would wait for it.
-    if (Stopping()) return Settle(queue, lease, std::string(kInterrupted));
+    if (Stopping()) return Settle(queue, lease, {.error = std::string(kInterrupted)}, batch);
+    std::shared_ptr<const WebhookSecrets> secrets;
+    if (options_.secrets != nullptr) secrets = options_.secrets->Current();
+    static const std::vector<std::string> kUnsigned;
+    const int64_t timestamp =
+        std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+    Request request = BuildWebhookRequest(lease, url, secrets ? secrets->KeysFor(queue) : kUnsigned,
+                                          timestamp, options_.max_idle_per_host > 0);
     // The completion unregisters the exchange, whose address it learns after
     // construction.
     auto slot = std::make_shared<Exchange*>(nullptr);
     auto exchange = std::make_shared<Exchange>(
-        io_, tls_, url, lease, options_.excerpt_bytes,
-        [self = shared_from_this(), queue, lease, slot](std::string error, std::string response) {
+        io_, tls_, pool_, url, std::move(request), lease.target->timeout, options_.excerpt_bytes,
+        clock_, [self = shared_from_this(), queue, lease, slot, batch](Outcome outcome) {
           self->in_flight_.erase(*slot);
-          self->Settle(queue, lease, std::move(error), std::move(response));
+          self->Settle(queue, lease, std::move(outcome), batch);
         });
     *slot = exchange.get();
     in_flight_.emplace(exchange.get(), exchange);
     exchange->Start();
   }
 
-  // Acknowledges (empty error) or fails the lease, keeping the response on
-  // the task, then claims again.
-  void Settle(const std::string& queue, const Lease& lease, std::string error,
-              std::string response = "") {
-    auto next = [self = shared_from_this(), queue](const Status& s, const std::string& id) {
-      if (!s.ok()) spdlog::warn("webhook {}: {}", id, s.ToString());
-      asio::post(self->io_, [self, queue] { self->Next(queue); });
-    };
-    if (error.empty()) {
-      engine_.AckManyAsync({{lease.id, lease.token, std::move(response)}},
-                           [next, id = lease.id](Result<std::vector<Status>> r) {
-                             next(r.ok() ? r->front() : r.status(), id);
-                           });
-    } else {
-      const bool interrupted = Stopping();
-      engine_.FailAsync(lease.id, lease.token, std::move(error),
-                        interrupted ? std::optional<Duration>(Duration::zero()) : std::nullopt,
-                        std::move(response), [next, id = lease.id](Status s) { next(s, id); });
+  // Acknowledges (no error) or fails the lease, keeping the response on the
+  // task, with the batch's next claim. A 410 cancels the task; the engine
+  // makes it dead at once when the queue lists the status in final_statuses.
+  void Settle(const std::string& queue, const Lease& lease, Outcome outcome,
+              const std::shared_ptr<Batch>& batch) {
+    AckRequest ack{.id = lease.id, .token = lease.token, .response = std::move(outcome.response)};
+    if (!outcome.error.empty()) {
+      ack.failure = AckFailure{.error = std::move(outcome.error),
+                               .retry_after = outcome.retry_after,
+                               .cancel = outcome.status == 410,
+                               .http_status = outcome.status};
+      // An interrupted delivery is due again at once (after the restart).
+      if (Stopping()) ack.failure->retry_after = Duration::zero();
+      if (ack.failure->cancel) ack.failure->error += " (the target is gone: task cancelled)";
     }
+    Done(queue, batch, std::move(ack));
   }
 
   bool Stopping() CHRONOQ_EXCLUDES(mu_) {
@@ -394,9 +707,11 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
 
   Engine& engine_;
   const WebhookOptions options_;
+  Clock& clock_;
   asio::io_context io_;
   ssl::context tls_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  Pool pool_;  // I/O thread only
   std::thread thread_;
   std::map<Exchange*, std::shared_ptr<Exchange>> in_flight_;  // I/O thread only
 

@@ -173,6 +173,23 @@ class Store {
   // Replaces a queue's settings and its paused and webhooks flags.
   virtual Status SaveQueueSettings(int64_t qid, const QueueSettings& settings, bool paused,
                                    bool webhooks) = 0;
+  // QueueSettings::final_statuses as both stores keep it: "404,422" (empty
+  // for an empty list; NULL, nullopt, when unset).
+  static std::optional<std::string> EncodeStatuses(const std::optional<std::vector<int>>& v) {
+    if (!v) return std::nullopt;
+    std::string out;
+    for (int status : *v) out += (out.empty() ? "" : ",") + std::to_string(status);
+    return out;
+  }
+  static std::optional<std::vector<int>> DecodeStatuses(const std::optional<std::string>& text) {
+    if (!text) return std::nullopt;
+    std::vector<int> out;
+    for (size_t i = 0; i < text->size(); i = text->find(',', i) + 1) {
+      out.push_back(std::atoi(text->c_str() + i));
+      if (text->find(',', i) == std::string::npos) break;
+    }
+    return out;
+  }
   // Replaces a queue's counts.
   virtual Status SaveQueueCounts(int64_t qid, const std::array<int64_t, 5>& counts) = 0;
 

@@ -84,7 +84,7 @@ TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   EXPECT_EQ(db_.QueryText("SELECT string_agg(table_name, ',' ORDER BY table_name)"
                           " FROM information_schema.tables WHERE table_schema = 'chronoq'"),
             "key_cursors,leader,locks,meta,nodes,queues,schedules,tasks");
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "2");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
   EXPECT_EQ(db_.QueryText("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                           " WHERE schemaname = 'chronoq' AND indexname NOT LIKE '%pkey'"
                           " AND indexname NOT LIKE '%_key'"),
@@ -114,7 +114,7 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
       " UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "2");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
   Result<std::optional<TaskRow>> old = store_->FindBySeq(1);
   ASSERT_THAT(old, IsOk());
   ASSERT_TRUE(old->has_value());
@@ -127,6 +127,34 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   ASSERT_EQ(claimed->size(), 1u);
   EXPECT_EQ(claimed->front().worker, "host-1:99");
   EXPECT_EQ(db_.QueryText("SELECT worker FROM chronoq.tasks WHERE seq = 2"), "host-1:99");
+}
+
+// Version 2 -> 3: queues gain their final statuses; old queues have none,
+// and keep the settings they had.
+TEST_F(PostgresStoreTest, AVersion2SchemaGainsFinalStatuses) {
+  const int64_t q = Queue("q");
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->SaveQueueSettings(q, {.concurrency = 3}, false, true), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  store_.reset();
+  db_.Exec(
+      "ALTER TABLE chronoq.queues DROP COLUMN final_statuses;"
+      " UPDATE chronoq.meta SET v = 2 WHERE k = 'schema'");
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
+  Result<std::vector<QueueRow>> queues = store_->Queues();
+  ASSERT_THAT(queues, IsOk());
+  ASSERT_EQ(queues->size(), 1u);
+  EXPECT_EQ(queues->front().settings.concurrency, 3);
+  EXPECT_EQ(queues->front().settings.final_statuses, std::nullopt);
+  QueueSettings settings = queues->front().settings;
+  settings.final_statuses = std::vector<int>{404, 422};
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->SaveQueueSettings(q, settings, false, true), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  EXPECT_EQ(db_.QueryText("SELECT final_statuses FROM chronoq.queues"), "404,422");
+  EXPECT_EQ(store_->Queues()->front().settings.final_statuses, (std::vector<int>{404, 422}));
 }
 
 TEST_F(PostgresStoreTest, ANewerSchemaVersionIsRefused) {

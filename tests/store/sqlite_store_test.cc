@@ -168,7 +168,7 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
       "DROP INDEX tasks_key_retry; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
       "ALTER TABLE tasks DROP COLUMN key;"
       "ALTER TABLE queues DROP COLUMN key_in_flight; ALTER TABLE queues DROP COLUMN key_pending;"
-      "ALTER TABLE tasks DROP COLUMN worker;"
+      "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
       "UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
@@ -237,12 +237,12 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
           "DROP INDEX tasks_korder; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
           "CREATE INDEX tasks_key ON tasks(qid, key, due, prio)"
           "  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;"
-          "ALTER TABLE tasks DROP COLUMN worker;"
+          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
           "UPDATE meta SET v=6 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "9");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
   EXPECT_EQ(QueryText(path, "SELECT count(*) FROM sqlite_master WHERE name='tasks_key'"), "0");
   // The waiting tasks are in line by their due; the started one is not.
   Result<std::vector<DueEntry>> head = (*store)->KeyHeads(qid, "k", std::nullopt, 5);
@@ -273,11 +273,13 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
     ASSERT_TRUE((*store)->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "").ok());
     ASSERT_TRUE((*store)->Commit().ok());
   }
-  ExecRaw(path, "ALTER TABLE tasks DROP COLUMN worker; UPDATE meta SET v=8 WHERE k='schema';");
+  ExecRaw(path,
+          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
+          "UPDATE meta SET v=8 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "9");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
   Result<std::optional<TaskRow>> old = (*store)->FindBySeq(1);
   ASSERT_TRUE(old.ok() && old->has_value());
   EXPECT_EQ((*old)->state, TaskState::kRunning);
@@ -292,6 +294,41 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
   ASSERT_TRUE(read.ok() && read->has_value());
   EXPECT_EQ((*read)->row.worker, "host-1:99");
   EXPECT_EQ((*read)->queue, "q");
+  store->reset();
+}
+
+// Schema 9 -> 10: queues gain their final statuses; old queues have none,
+// and keep the settings they had.
+TEST(SqliteStoreMigrationTest, ASchema9DatabaseGainsFinalStatuses) {
+  test::TempDir dir;
+  const std::string path = dir.File("v9.db");
+  int64_t qid = 0;
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+    ASSERT_TRUE(store.ok());
+    qid = *(*store)->QueueId("q");
+    ASSERT_TRUE((*store)->Begin().ok());
+    ASSERT_TRUE((*store)->SaveQueueSettings(qid, {.concurrency = 3}, false, true).ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  ExecRaw(path,
+          "ALTER TABLE queues DROP COLUMN final_statuses; UPDATE meta SET v=9 WHERE k='schema';");
+
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
+  Result<std::vector<QueueRow>> queues = (*store)->Queues();
+  ASSERT_TRUE(queues.ok() && queues->size() == 1u);
+  EXPECT_EQ(queues->front().settings.concurrency, 3);
+  EXPECT_EQ(queues->front().settings.final_statuses, std::nullopt);
+  EXPECT_TRUE(queues->front().webhooks);
+  QueueSettings settings = queues->front().settings;
+  settings.final_statuses = std::vector<int>{404, 422};
+  ASSERT_TRUE((*store)->Begin().ok());
+  ASSERT_TRUE((*store)->SaveQueueSettings(qid, settings, false, true).ok());
+  ASSERT_TRUE((*store)->Commit().ok());
+  EXPECT_EQ(QueryText(path, "SELECT final_statuses FROM queues"), "404,422");
+  EXPECT_EQ((*(*store)->Queues()).front().settings.final_statuses, (std::vector<int>{404, 422}));
   store->reset();
 }
 

@@ -332,6 +332,7 @@ TEST_P(StoreConformanceTest, QueueSettingsAndCountsPersist) {
   settings.rate_limit = RateLimit{50, std::chrono::milliseconds(1500)};
   settings.max_in_flight_per_key = 4;
   settings.max_pending_per_key = int64_t{3'000'000'000};
+  settings.final_statuses = std::vector<int>{400, 404};
   ASSERT_TRUE(store_->Begin().ok());
   ASSERT_TRUE(store_->SaveQueueSettings(a, settings, /*paused=*/true, /*webhooks=*/true).ok());
   ASSERT_TRUE(store_->SaveQueueCounts(a, {1, 2, 3, 4, 5}).ok());
@@ -358,8 +359,10 @@ TEST_P(StoreConformanceTest, QueueSettingsAndCountsPersist) {
   EXPECT_EQ(qa.settings.rate_limit, settings.rate_limit);
   EXPECT_EQ(qa.settings.max_in_flight_per_key, 4);
   EXPECT_EQ(qa.settings.max_pending_per_key, int64_t{3'000'000'000});
+  EXPECT_EQ(qa.settings.final_statuses, (std::vector<int>{400, 404}));
   EXPECT_EQ(qa.counts, (std::array<int64_t, 5>{1, 2, 3, 4, 5}));
   const QueueRow& qb = (*queues)[1];
+  EXPECT_EQ(qb.settings.final_statuses, std::nullopt);
   EXPECT_FALSE(qb.paused);
   EXPECT_FALSE(qb.webhooks);
   EXPECT_FALSE(qb.settings.concurrency.has_value());
@@ -2028,6 +2031,7 @@ TEST_P(StoreCopyConformanceTest, QueuesImportWithTheirIdsSettingsFlagsAndCounts)
   settings.rate_limit = RateLimit{10, seconds(1)};
   settings.max_in_flight_per_key = 2;
   settings.max_pending_per_key = 100;
+  settings.final_statuses = std::vector<int>{};  // empty is kept apart from unset
   Committed([&] {
     ASSERT_THAT(store_->SaveQueueSettings(b, settings, /*paused=*/true, /*webhooks=*/true), IsOk());
     ASSERT_THAT(store_->SaveQueueCounts(b, {1, 2, 3, 4, 5}), IsOk());
@@ -2056,6 +2060,7 @@ TEST_P(StoreCopyConformanceTest, QueuesImportWithTheirIdsSettingsFlagsAndCounts)
   EXPECT_EQ(got[1].settings.rate_limit->count, 10);
   EXPECT_EQ(got[1].settings.max_in_flight_per_key, 2);
   EXPECT_EQ(got[1].settings.max_pending_per_key, 100);
+  EXPECT_EQ(got[1].settings.final_statuses, std::vector<int>{});
   // A queue created afterwards gets an id of its own.
   Result<int64_t> next = target_->QueueId("c");
   ASSERT_THAT(next, IsOk());

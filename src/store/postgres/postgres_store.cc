@@ -67,7 +67,7 @@ namespace {
 
 using namespace pg;  // NOLINT(google-build-using-namespace): the store is written in its terms
 
-constexpr int64_t kSchemaVersion = 2;
+constexpr int64_t kSchemaVersion = 3;
 // The oldest server the statements are written for (identity columns,
 // ON CONFLICT, DROP DATABASE ... WITH (FORCE) in the tests).
 constexpr int kMinServerVersion = 120000;
@@ -109,7 +109,8 @@ CREATE TABLE IF NOT EXISTS queues(
   rate_count INTEGER,
   rate_period BIGINT,
   key_in_flight INTEGER,
-  key_pending BIGINT);
+  key_pending BIGINT,
+  final_statuses TEXT);
 CREATE TABLE IF NOT EXISTS tasks(
   seq BIGINT PRIMARY KEY,
   due BIGINT,
@@ -187,7 +188,7 @@ CREATE TABLE IF NOT EXISTS nodes(
   address TEXT NOT NULL,
   role TEXT NOT NULL,
   version TEXT NOT NULL);
-INSERT INTO meta(k, v) VALUES('schema', 2), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
+INSERT INTO meta(k, v) VALUES('schema', 3), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
 )sql";
 
 // The task columns in TaskAt() order.
@@ -267,13 +268,13 @@ constexpr Sql kQueueAdd{"queue_add", "INSERT INTO queues(name) VALUES($1) RETURN
 constexpr Sql kQueues{"queues",
                       "SELECT qid, name, paused, concurrency, max_attempts, backoff_base,"
                       " backoff_cap, retention, n_scheduled, n_running, n_succeeded, n_cancelled,"
-                      " n_dead, webhooks, rate_count, rate_period, key_in_flight, key_pending"
-                      " FROM queues ORDER BY qid"};
+                      " n_dead, webhooks, rate_count, rate_period, key_in_flight, key_pending,"
+                      " final_statuses FROM queues ORDER BY qid"};
 constexpr Sql kQueueSettings{
     "queue_settings",
     "UPDATE queues SET paused=$2, concurrency=$3, max_attempts=$4, backoff_base=$5,"
     " backoff_cap=$6, retention=$7, webhooks=$8, rate_count=$9, rate_period=$10,"
-    " key_in_flight=$11, key_pending=$12 WHERE qid=$1"};
+    " key_in_flight=$11, key_pending=$12, final_statuses=$13 WHERE qid=$1"};
 constexpr Sql kQueueCounts{"queue_counts",
                            "UPDATE queues SET n_scheduled=$2, n_running=$3, n_succeeded=$4,"
                            " n_cancelled=$5, n_dead=$6 WHERE qid=$1"};
@@ -639,7 +640,7 @@ constexpr char kImportTasks[] =
 constexpr char kImportQueues[] =
     "COPY queues(qid, name, paused, webhooks, concurrency, max_attempts, backoff_base,"
     " backoff_cap, retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead,"
-    " rate_count, rate_period, key_in_flight, key_pending) FROM STDIN";
+    " rate_count, rate_period, key_in_flight, key_pending, final_statuses) FROM STDIN";
 constexpr char kImportSchedules[] = "COPY schedules(" CHRONOQ_PG_SCHEDULE_COLS ") FROM STDIN";
 constexpr char kImportKeyCursors[] = "COPY key_cursors(qid, key, korder, prio, seq) FROM STDIN";
 // Identity sequences hand out ids above the imported ones: raised to `max`
@@ -687,6 +688,14 @@ Status MigrateInTransaction(Connection& conn, const std::string& schema) {
         conn.Run("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS worker TEXT; UPDATE meta SET v=2 "
                  "WHERE k='schema'",
                  "migrate schema " + schema + " to version 2"));
+  }
+  // Version 2 -> 3: the HTTP statuses that fail a webhook queue's tasks for
+  // good (QueueSettings::final_statuses).
+  if (v <= 2) {
+    CHRONOQ_RETURN_IF_ERROR(
+        conn.Run("ALTER TABLE queues ADD COLUMN IF NOT EXISTS final_statuses TEXT; UPDATE meta "
+                 "SET v=3 WHERE k='schema'",
+                 "migrate schema " + schema + " to version 3"));
   }
   return {};  // a newer version is left alone: LoadMeta refuses it
 }
@@ -843,6 +852,7 @@ class PostgresStore final : public Store {
       }
       if (!r.IsNull(i, 16)) q.settings.max_in_flight_per_key = static_cast<int>(r.Int(i, 16));
       q.settings.max_pending_per_key = r.OptInt(i, 17);
+      q.settings.final_statuses = DecodeStatuses(r.OptText(i, 18));
       out.push_back(std::move(q));
     }
     return out;
@@ -869,6 +879,7 @@ class PostgresStore final : public Store {
     p.OptInt(q.max_in_flight_per_key ? std::optional<int64_t>(*q.max_in_flight_per_key)
                                      : std::nullopt);
     p.OptInt(q.max_pending_per_key);
+    p.OptText(EncodeStatuses(q.final_statuses));
     return writer_.Exec(kQueueSettings, p, "save queue settings").status();
   }
 
@@ -1322,6 +1333,7 @@ class PostgresStore final : public Store {
         line.Null().Null();
       }
       line.OptInt(opt(s.max_in_flight_per_key)).OptInt(s.max_pending_per_key);
+      line.OptText(EncodeStatuses(s.final_statuses));
       CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kImportQueues, line.End()));
       max_qid = std::max(max_qid, q.qid);
     }

@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS queues(
   rate_count INTEGER,
   rate_period INTEGER,
   key_in_flight INTEGER,
-  key_pending INTEGER);
+  key_pending INTEGER,
+  final_statuses TEXT);
 CREATE TABLE IF NOT EXISTS tasks(
   seq INTEGER PRIMARY KEY,
   qid INTEGER NOT NULL,
@@ -110,7 +111,7 @@ CREATE TABLE IF NOT EXISTS key_cursors(
   prio INTEGER NOT NULL,
   seq INTEGER NOT NULL,
   PRIMARY KEY(qid, key)) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 9), ('next_token', 1);
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 10), ('next_token', 1);
 )sql";
 
 // The indexes of keyed tasks (store.h), created after any migration added
@@ -126,7 +127,7 @@ CREATE INDEX IF NOT EXISTS tasks_key_retry ON tasks(qid)
   WHERE key IS NOT NULL AND state = 0 AND attempt > 0;
 )sql";
 
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 
 // Schema 1 -> 2: queue settings, paused flag and counts; task targets. The
 // columns are added in the order kSchema declares them, so a migrated database
@@ -246,6 +247,13 @@ UPDATE meta SET v=8 WHERE k='schema';
 constexpr const char* kMigrateFrom8 = R"sql(
 ALTER TABLE tasks ADD COLUMN worker TEXT;
 UPDATE meta SET v=9 WHERE k='schema';
+)sql";
+
+// Schema 9 -> 10: the HTTP statuses that fail a webhook queue's tasks for
+// good (QueueSettings::final_statuses). ADD COLUMN rewrites no row.
+constexpr const char* kMigrateFrom9 = R"sql(
+ALTER TABLE queues ADD COLUMN final_statuses TEXT;
+UPDATE meta SET v=10 WHERE k='schema';
 )sql";
 
 // Rows per batched claim or acknowledgement statement ("seq IN (...)"); unused
@@ -606,7 +614,11 @@ class SqliteStore final : public Store {
       s = Exec(writer_, MigrateFrom7().c_str());
       version = 8;
     }
-    if (s.ok() && version == 8) s = Exec(writer_, kMigrateFrom8);
+    if (s.ok() && version == 8) {
+      s = Exec(writer_, kMigrateFrom8);
+      version = 9;
+    }
+    if (s.ok() && version == 9) s = Exec(writer_, kMigrateFrom9);
     if (s.ok()) s = Exec(writer_, "COMMIT");
     if (!s.ok()) Exec(writer_, "ROLLBACK").IgnoreError();
     return s;
@@ -685,6 +697,7 @@ class SqliteStore final : public Store {
       }
       if (!s.IsNull(16)) q.settings.max_in_flight_per_key = static_cast<int>(s.Int(16));
       q.settings.max_pending_per_key = s.OptInt(17);
+      q.settings.final_statuses = DecodeStatuses(s.OptText(18));
       out.push_back(std::move(q));
     }
     s.Reset();
@@ -709,6 +722,8 @@ class SqliteStore final : public Store {
     }
     if (q.max_in_flight_per_key) s.Bind(11, static_cast<int64_t>(*q.max_in_flight_per_key));
     s.Bind(12, q.max_pending_per_key);
+    const std::optional<std::string> statuses = EncodeStatuses(q.final_statuses);
+    s.Bind(13, statuses);
     return s.Run("save queue settings");
   }
 
@@ -1404,11 +1419,12 @@ class SqliteStore final : public Store {
         {&w_.queues,
          "SELECT qid, name, paused, concurrency, max_attempts, backoff_base, backoff_cap,"
          " retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead, webhooks,"
-         " rate_count, rate_period, key_in_flight, key_pending FROM queues ORDER BY qid"},
+         " rate_count, rate_period, key_in_flight, key_pending, final_statuses FROM queues"
+         " ORDER BY qid"},
         {&w_.queue_settings,
          "UPDATE queues SET paused=?2, concurrency=?3, max_attempts=?4, backoff_base=?5,"
          " backoff_cap=?6, retention=?7, webhooks=?8, rate_count=?9, rate_period=?10,"
-         " key_in_flight=?11, key_pending=?12 WHERE qid=?1"},
+         " key_in_flight=?11, key_pending=?12, final_statuses=?13 WHERE qid=?1"},
         {&w_.queue_counts,
          "UPDATE queues SET n_scheduled=?2, n_running=?3, n_succeeded=?4, n_cancelled=?5,"
          " n_dead=?6 WHERE qid=?1"},
