@@ -73,6 +73,7 @@ class CopyTest : public ::testing::Test {
     settings.concurrency = 7;
     settings.backoff = Backoff{1s, 10min};
     settings.max_pending_per_key = 50;
+    settings.final_statuses = std::vector<int>{400, 422};
     ASSERT_THAT(e.ConfigureQueue("q", settings), IsOk());
     ASSERT_THAT(e.PauseQueue("held", true), IsOk());
     auto add = [&](const std::string& id, Duration delay, int max_attempts = 0,
@@ -176,6 +177,7 @@ class CopyTest : public ::testing::Test {
     ASSERT_THAT(q, IsOk());
     EXPECT_EQ(q->settings.concurrency, 7);
     EXPECT_EQ(q->settings.max_pending_per_key, 50);
+    EXPECT_EQ(q->settings.final_statuses, (std::vector<int>{400, 422}));
     Result<QueueInfo> held = e.GetQueue("held");
     ASSERT_THAT(held, IsOk());
     EXPECT_TRUE(held->paused);
