@@ -264,6 +264,6 @@ void AddWorkCommand(CommandTable& table);       // work.cc: work
 void AddImportCommand(CommandTable& table);     // import.cc: import
 void AddBulkCommands(
     CommandTable& table);  // bulk.cc: bulk cancel|reschedule|retry|delete|show|stop
-void AddServerCommands(CommandTable& table);    // stats.cc: stats, health, version
+void AddServerCommands(CommandTable& table);  // stats.cc: stats, health, version
 
 }  // namespace chronoq::cli

@@ -185,7 +185,7 @@ class EngineImpl final : public Engine {
   std::vector<Op*> pending_ CHRONOQ_GUARDED_BY(mu_);
   bool stop_ CHRONOQ_GUARDED_BY(mu_) = false;
   std::thread loop_;
-  std::atomic<uint32_t> cycles_{0};  // bumped after each cycle's ops are answered
+  std::atomic<uint32_t> cycles_{0};   // bumped after each cycle's ops are answered
   std::atomic<uint64_t> ops_run_{0};  // ops the loop ran, for bulk jobs' pacing
 
   // Written by the loop once per commit, read by Stats(): both hold the lock
