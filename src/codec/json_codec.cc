@@ -517,6 +517,35 @@ void AppendTask(std::string& out, const Task& task) {
   out += '}';
 }
 
+void AppendAttempt(std::string& out, const TaskAttempt& attempt) {
+  const auto string_or_null = [&out](const std::string& text) {
+    if (text.empty()) {
+      out += "null";
+    } else {
+      AppendString(out, text);
+    }
+  };
+  out += "{\"attempt\":";
+  out += std::to_string(attempt.number);
+  out += ",\"started_at\":";
+  AppendTime(out, attempt.started_at);
+  out += ",\"ended_at\":";
+  AppendTime(out, attempt.ended_at);
+  out += ",\"duration_ms\":";
+  out += std::to_string(std::chrono::floor<std::chrono::milliseconds>(attempt.duration()).count());
+  out += ",\"node\":";
+  AppendString(out, attempt.node);
+  out += ",\"worker\":";
+  string_or_null(attempt.worker);
+  out += ",\"outcome\":";
+  AppendString(out, AttemptOutcomeName(attempt.outcome));
+  out += ",\"error\":";
+  string_or_null(attempt.error);
+  out += ",\"response\":";
+  string_or_null(attempt.response);
+  out += '}';
+}
+
 void AppendTarget(std::string& out, const WebhookTarget& target) {
   out += "{\"url\":";
   AppendString(out, target.url);
@@ -840,6 +869,58 @@ Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json) {
   if (spec.ok()) return spec;
   return Status(StatusCode::kDataLoss,
                 "stored schedule is corrupt (" + spec.status().message() + ")");
+}
+
+std::string EncodeAttempts(const std::vector<TaskAttempt>& attempts) {
+  std::string out;
+  AppendArray(out, attempts, AppendAttempt);
+  return out;
+}
+
+Result<std::vector<TaskAttempt>> DecodeAttempts(std::string_view json) {
+  Result<std::vector<TaskAttempt>> attempts = [&]() -> Result<std::vector<TaskAttempt>> {
+    const Json array = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+    if (!array.is_array()) return Status::InvalidArgument("attempts", "not a JSON array");
+    std::vector<TaskAttempt> out;
+    for (size_t i = 0; i < array.size(); ++i) {
+      const std::string prefix = "attempts[" + std::to_string(i) + "].";
+      if (!array[i].is_object()) {
+        return Status::InvalidArgument(prefix.substr(0, prefix.size() - 1), "not an object");
+      }
+      ObjectReader r(array[i], prefix);
+      std::optional<int> number;
+      std::optional<int64_t> duration_ms;
+      std::optional<Timestamp> started, ended;
+      std::optional<std::string> node, worker, outcome, error, response;
+      CHRONOQ_RETURN_IF_ERROR(r.Int("attempt", number));
+      CHRONOQ_RETURN_IF_ERROR(r.Time("started_at", started));
+      CHRONOQ_RETURN_IF_ERROR(r.Time("ended_at", ended));
+      CHRONOQ_RETURN_IF_ERROR(r.Int("duration_ms", duration_ms));  // derived: read and dropped
+      CHRONOQ_RETURN_IF_ERROR(r.String("node", node));
+      CHRONOQ_RETURN_IF_ERROR(r.String("worker", worker));
+      CHRONOQ_RETURN_IF_ERROR(r.String("outcome", outcome));
+      CHRONOQ_RETURN_IF_ERROR(r.String("error", error));
+      CHRONOQ_RETURN_IF_ERROR(r.String("response", response));
+      for (std::string_view name : {"attempt", "started_at", "ended_at", "node", "outcome"}) {
+        CHRONOQ_RETURN_IF_ERROR(r.Required(name));
+      }
+      CHRONOQ_RETURN_IF_ERROR(r.Finish());
+      TaskAttempt a;
+      a.number = *number;
+      a.started_at = *started;
+      a.ended_at = *ended;
+      a.node = std::move(*node);
+      a.worker = worker.value_or("");
+      CHRONOQ_ASSIGN_OR_RETURN(a.outcome, ParseAttemptOutcome(*outcome, r.Field("outcome")));
+      a.error = error.value_or("");
+      a.response = response.value_or("");
+      out.push_back(std::move(a));
+    }
+    return out;
+  }();
+  if (attempts.ok()) return attempts;
+  return Status(StatusCode::kDataLoss,
+                "stored attempt history is corrupt (" + attempts.status().message() + ")");
 }
 
 }  // namespace chronoq

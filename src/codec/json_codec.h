@@ -131,6 +131,10 @@ void AppendPage(std::string& out, std::string_view key, const std::vector<T>& it
   out += '}';
 }
 void AppendLease(std::string& out, const Lease& lease);
+// {"attempt":N,"started_at":...,"ended_at":...,"duration_ms":N,"node":...,
+//  "worker":string|null,"outcome":...,"error":string|null,"response":string|null};
+// worker, error and response are null when empty.
+void AppendAttempt(std::string& out, const TaskAttempt& attempt);
 // A queue: counts, settings (null when unset), paused, lateness.
 void AppendQueue(std::string& out, const QueueInfo& queue);
 void AppendTarget(std::string& out, const WebhookTarget& target);
@@ -155,5 +159,8 @@ std::string EncodeTarget(const WebhookTarget& target);
 Result<WebhookTarget> DecodeTarget(std::string_view json);
 std::string EncodeScheduleSpec(const ScheduleSpec& spec);
 Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json);
+// A task's attempt history: an array of AppendAttempt objects.
+std::string EncodeAttempts(const std::vector<TaskAttempt>& attempts);
+Result<std::vector<TaskAttempt>> DecodeAttempts(std::string_view json);
 
 }  // namespace chronoq

@@ -73,6 +73,15 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue);
 Task TaskFromRead(const Store::ReadRow& read);
 // A stored webhook target; nullopt (and a logged warning) when it is corrupt.
 std::optional<WebhookTarget> StoredTarget(const std::string& json);
+// A stored attempt history (TaskRow::attempts); empty (and a logged warning)
+// when it is corrupt.
+std::vector<TaskAttempt> StoredAttempts(const std::string& json);
+// The stored history `history` (empty: none) with `attempt` added at the end,
+// keeping its last `keep` attempts and at most kMaxAttemptHistoryBytes of
+// JSON: the oldest go first (the newest always fits). Empty when keep is 0.
+// Parses `history` only when it is not empty, so a first attempt costs one
+// record's formatting.
+std::string AppendAttemptHistory(const std::string& history, const TaskAttempt& attempt, int keep);
 
 // One request to the engine loop. The loop calls Run() inside a transaction;
 // once the request has its result and the transaction committed, Finish()
@@ -275,9 +284,15 @@ class Core {
   // the engine's.
   Timestamp PurgeAt(int64_t qid, Timestamp now) const;
   void NotePurge(Timestamp at);
-  // Moves a running task back to scheduled (or dead when out of attempts).
+  // The running task's attempt history once its current attempt ends now
+  // (AppendAttemptHistory): `error` and `response` are cut to
+  // kMaxAttemptExcerptBytes.
+  std::string EndAttempt(const RunningTask& task, AttemptOutcome outcome, std::string_view error,
+                         std::string_view response, Timestamp now) const;
+  // Moves a running task back to scheduled (or dead when out of attempts),
+  // recording the attempt that ended with `outcome`.
   Status RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
-                     Timestamp now);
+                     AttemptOutcome outcome, std::string_view response, Timestamp now);
   Status Refill(Timestamp now);
 
   // --- per-key ordering (core/keys.cc) ---

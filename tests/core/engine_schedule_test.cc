@@ -567,10 +567,11 @@ TEST_F(EngineScheduleSqliteTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnc
       || '"payload":{},"misfire":"run_once","max_catchup":1,"overlap":"skip"}'
       WHERE name = 'fixed';
     ALTER TABLE tasks DROP COLUMN worker;
+    ALTER TABLE tasks DROP COLUMN attempts;
     UPDATE meta SET v = 7 WHERE k = 'schema';
   )sql");
   Open();
-  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "9");
+  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "10");
   const Schedule purge = Get("purge");
   EXPECT_EQ(purge.spec.cron, spec.cron);
   EXPECT_EQ(purge.spec.tz, spec.tz);

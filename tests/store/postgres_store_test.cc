@@ -84,7 +84,7 @@ TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   EXPECT_EQ(db_.QueryText("SELECT string_agg(table_name, ',' ORDER BY table_name)"
                           " FROM information_schema.tables WHERE table_schema = 'chronoq'"),
             "key_cursors,leader,locks,meta,nodes,queues,schedules,tasks");
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "2");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
   EXPECT_EQ(db_.QueryText("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                           " WHERE schemaname = 'chronoq' AND indexname NOT LIKE '%pkey'"
                           " AND indexname NOT LIKE '%_key'"),
@@ -110,11 +110,12 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   ASSERT_THAT(store_->Commit(), IsOk());
   store_.reset();
   db_.Exec(
-      "ALTER TABLE chronoq.tasks DROP COLUMN worker;"
+      "ALTER TABLE chronoq.tasks DROP COLUMN worker; ALTER TABLE chronoq.tasks DROP COLUMN "
+      "attempts;"
       " UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "2");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
   Result<std::optional<TaskRow>> old = store_->FindBySeq(1);
   ASSERT_THAT(old, IsOk());
   ASSERT_TRUE(old->has_value());
@@ -127,6 +128,33 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   ASSERT_EQ(claimed->size(), 1u);
   EXPECT_EQ(claimed->front().worker, "host-1:99");
   EXPECT_EQ(db_.QueryText("SELECT worker FROM chronoq.tasks WHERE seq = 2"), "host-1:99");
+}
+
+// Version 2 -> 3: tasks gain their attempt history; old rows have none, an
+// attempt that ends records one.
+TEST_F(PostgresStoreTest, AVersion2SchemaGainsTheAttemptsColumn) {
+  const int64_t q = Queue("q");
+  ASSERT_THAT(store_->Begin(), IsOk());
+  for (int64_t seq : {1, 2}) ASSERT_THAT(store_->Insert(Scheduled(seq, q, kNow)), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({1, 2}, kNow + seconds(30), 1, kNow, "w"), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  store_.reset();
+  db_.Exec(
+      "ALTER TABLE chronoq.tasks DROP COLUMN attempts;"
+      " UPDATE chronoq.meta SET v = 2 WHERE k = 'schema'");
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
+  Result<std::optional<TaskRow>> old = store_->FindBySeq(1);
+  ASSERT_THAT(old, IsOk());
+  ASSERT_TRUE(old->has_value());
+  EXPECT_EQ((*old)->attempts, std::nullopt);
+  const std::string history = R"([{"attempt":1}])";
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkSucceeded({2}, {history}, kNow, kNow), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  EXPECT_EQ(db_.QueryText("SELECT attempts FROM chronoq.tasks WHERE seq = 2"), history);
+  EXPECT_EQ(db_.QueryText("SELECT state FROM chronoq.tasks WHERE seq = 2"), "2");
 }
 
 TEST_F(PostgresStoreTest, ANewerSchemaVersionIsRefused) {
@@ -271,7 +299,8 @@ TEST_F(PostgresStoreTest, APurgeDropsTheCursorsOfKeysWithAnyCharacters) {
         store_->SaveKeyCursor(q, keys[i], KeyPosition{kBase, 0, static_cast<int64_t>(i + 1)}),
         IsOk());
   }
-  ASSERT_THAT(store_->MarkSucceeded(seqs, kNow, kNow), IsOk());
+  ASSERT_THAT(store_->MarkSucceeded(seqs, std::vector<std::string>(seqs.size()), kNow, kNow),
+              IsOk());
   ASSERT_TRUE(store_->Commit().ok());
   EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.key_cursors"), "6");
   ASSERT_TRUE(store_->Begin().ok());

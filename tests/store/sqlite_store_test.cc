@@ -168,7 +168,7 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
       "DROP INDEX tasks_key_retry; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
       "ALTER TABLE tasks DROP COLUMN key;"
       "ALTER TABLE queues DROP COLUMN key_in_flight; ALTER TABLE queues DROP COLUMN key_pending;"
-      "ALTER TABLE tasks DROP COLUMN worker;"
+      "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE tasks DROP COLUMN attempts;"
       "UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
@@ -237,12 +237,12 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
           "DROP INDEX tasks_korder; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
           "CREATE INDEX tasks_key ON tasks(qid, key, due, prio)"
           "  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;"
-          "ALTER TABLE tasks DROP COLUMN worker;"
+          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE tasks DROP COLUMN attempts;"
           "UPDATE meta SET v=6 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "9");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
   EXPECT_EQ(QueryText(path, "SELECT count(*) FROM sqlite_master WHERE name='tasks_key'"), "0");
   // The waiting tasks are in line by their due; the started one is not.
   Result<std::vector<DueEntry>> head = (*store)->KeyHeads(qid, "k", std::nullopt, 5);
@@ -273,11 +273,13 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
     ASSERT_TRUE((*store)->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "").ok());
     ASSERT_TRUE((*store)->Commit().ok());
   }
-  ExecRaw(path, "ALTER TABLE tasks DROP COLUMN worker; UPDATE meta SET v=8 WHERE k='schema';");
+  ExecRaw(path,
+          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE tasks DROP COLUMN attempts;"
+          " UPDATE meta SET v=8 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "9");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
   Result<std::optional<TaskRow>> old = (*store)->FindBySeq(1);
   ASSERT_TRUE(old.ok() && old->has_value());
   EXPECT_EQ((*old)->state, TaskState::kRunning);
@@ -292,6 +294,41 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
   ASSERT_TRUE(read.ok() && read->has_value());
   EXPECT_EQ((*read)->row.worker, "host-1:99");
   EXPECT_EQ((*read)->queue, "q");
+  store->reset();
+}
+
+// Schema 9 -> 10: tasks gain their attempt history; old rows have none, an
+// attempt that ends records one.
+TEST(SqliteStoreMigrationTest, ASchema9DatabaseGainsTheAttemptsColumn) {
+  test::TempDir dir;
+  const std::string path = dir.File("v9.db");
+  int64_t qid = 0;
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+    ASSERT_TRUE(store.ok());
+    qid = *(*store)->QueueId("q");
+    ASSERT_TRUE((*store)->Begin().ok());
+    for (int64_t seq : {1, 2}) ASSERT_TRUE((*store)->Insert(Scheduled(seq, qid, kNow)).ok());
+    ASSERT_TRUE((*store)->MarkRunningMany({1, 2}, kNow + seconds(30), 1, kNow, "w").ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  ExecRaw(path, "ALTER TABLE tasks DROP COLUMN attempts; UPDATE meta SET v=9 WHERE k='schema';");
+
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
+  Result<std::optional<TaskRow>> old = (*store)->FindBySeq(1);
+  ASSERT_TRUE(old.ok() && old->has_value());
+  EXPECT_EQ((*old)->state, TaskState::kRunning);
+  EXPECT_EQ((*old)->attempts, std::nullopt);
+  const std::string history = R"([{"attempt":1}])";
+  ASSERT_TRUE((*store)->Begin().ok());
+  ASSERT_TRUE((*store)->MarkSucceeded({2}, {history}, kNow, kNow).ok());
+  ASSERT_TRUE((*store)->Commit().ok());
+  Result<std::optional<Store::ReadRow>> read = (*store)->ReadBySeq(2);
+  ASSERT_TRUE(read.ok() && read->has_value());
+  EXPECT_EQ((*read)->row.attempts, history);
+  EXPECT_EQ((*read)->row.state, TaskState::kSucceeded);
   store->reset();
 }
 
