@@ -546,6 +546,14 @@ void AppendAttempt(std::string& out, const TaskAttempt& attempt) {
   out += '}';
 }
 
+void AppendTaskWithAttempts(std::string& out, const Task& task) {
+  AppendTask(out, task);
+  out.pop_back();  // its closing brace
+  out += ",\"attempts\":";
+  AppendArray(out, task.attempts, AppendAttempt);
+  out += '}';
+}
+
 void AppendTarget(std::string& out, const WebhookTarget& target) {
   out += "{\"url\":";
   AppendString(out, target.url);

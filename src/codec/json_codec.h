@@ -103,6 +103,8 @@ Result<QueueSettingsChange> ParseQueueSettings(const Json& object);
 void AppendString(std::string& out, std::string_view text);
 void AppendTime(std::string& out, Timestamp t);
 void AppendTask(std::string& out, const Task& task);
+// AppendTask with the task's attempt history: "attempts":[AppendAttempt...].
+void AppendTaskWithAttempts(std::string& out, const Task& task);
 // [a,b,...] with `append(out, item)` writing each item.
 template <typename T, typename Append>
 void AppendArray(std::string& out, const std::vector<T>& items, Append append) {

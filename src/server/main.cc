@@ -5,6 +5,7 @@
 //            [--store postgresql://USER@HOST/DB?schema=NAME] [--tls-cert FILE --tls-key FILE]
 //            [--cluster [--node-id ID] [--advertise http://HOST:PORT]
 //             [--cluster-token-file FILE] [--heartbeat-ms 500] [--lease-ms 3000]]
+//            [--attempt-history 10]
 //
 // Every flag has an environment equivalent (CHRONOQ_LISTEN, CHRONOQ_DATA,
 // CHRONOQ_STORE, CHRONOQ_TOKEN_FILE or CHRONOQ_TOKEN, CHRONOQ_LOG_FORMAT, ...).
@@ -243,7 +244,8 @@ int Fail(const Status& s) {
 // only while it leads.
 int RunClusterNode(server::ServerOptions options, const std::string& store, std::string node_id,
                    std::string advertise, int heartbeat_ms, int lease_ms, int webhook_concurrency,
-                   Duration stats_interval, sigset_t signals, server::TokenRegistry* tokens) {
+                   Duration stats_interval, sigset_t signals, server::TokenRegistry* tokens,
+                   int attempt_history) {
   if (store.empty()) {
     return Fail(Status::InvalidArgument("cluster", "needs --store naming a PostgreSQL database"));
   }
@@ -274,6 +276,7 @@ int RunClusterNode(server::ServerOptions options, const std::string& store, std:
   node_options.version = CHRONOQ_VERSION;
   node_options.webhook_concurrency = webhook_concurrency;
   node_options.stats_interval = stats_interval;
+  node_options.engine.attempt_history = attempt_history;
   node_options.run_blocking = [&blocking](std::function<void()> fn) {
     boost::asio::post(blocking, std::move(fn));
   };
@@ -310,6 +313,7 @@ int main(int argc, char** argv) {
   int header_timeout_ms = 10'000;
   int idle_timeout_ms = 120'000;
   int stats_interval_ms = 10'000;
+  int attempt_history = kDefaultAttemptHistory;
   bool insecure_no_auth = false;
   app.add_option("--listen", listen,
                  "address to listen on (port 0: any free port); other than loopback only with "
@@ -383,8 +387,16 @@ int main(int argc, char** argv) {
   app.add_flag("--cluster", cluster,
                "run as one node of several on the --store PostgreSQL schema: lead or stand by")
       ->envname("CHRONOQ_CLUSTER");
-  app.add_option("--node-id", node_id, "this node's name in the cluster (default: HOST:PORT)")
+  app.add_option("--node-id", node_id,
+                 "this node's name in the cluster, and in the attempt histories of tasks "
+                 "(default: HOST:PORT)")
       ->envname("CHRONOQ_NODE_ID");
+  app.add_option("--attempt-history", attempt_history,
+                 "finished attempts kept per task (GET /v1/tasks/{id}?attempts=true); 0 keeps "
+                 "none")
+      ->envname("CHRONOQ_ATTEMPT_HISTORY")
+      ->check(CLI::Range(0, kMaxAttemptHistory))
+      ->capture_default_str();
   app.add_option("--advertise", advertise,
                  "where the other nodes reach this one, http://HOST:PORT (default: the "
                  "listen address, the host name if it listens on all interfaces)")
@@ -463,12 +475,17 @@ int main(int argc, char** argv) {
     }
     return RunClusterNode(options, store, node_id, advertise, heartbeat_ms, lease_ms,
                           webhook_concurrency, std::chrono::milliseconds(stats_interval_ms),
-                          signals, tokens.get());
+                          signals, tokens.get(), attempt_history);
   }
 
   EngineOptions engine_options;
   engine_options.store =
       store.empty() ? "sqlite:" + data + "/chronoq.db?durability=" + durability : store;
+  engine_options.attempt_history = attempt_history;
+  // Before listening the port is known only when --listen names one.
+  engine_options.node =
+      !node_id.empty() ? node_id
+                       : HostName() + (options.port != 0 ? ":" + std::to_string(options.port) : "");
   auto engine = Engine::Open(engine_options);
   if (!engine.ok()) return Fail(engine.status());
 
