@@ -3,6 +3,7 @@
 // or response; only the last EngineOptions::attempt_history are kept, within
 // kMaxAttemptHistoryBytes; a retry by hand keeps the history; a purge takes
 // it with the task.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -114,19 +115,16 @@ TEST_F(EngineAttemptsTest, FailuresLapsesAndTheLastAttemptAreRecordedInOrder) {
   EXPECT_EQ(attempts[2].error, "smtp: 550");
   EXPECT_EQ(attempts[2].worker, "");
   EXPECT_EQ(attempts[2].started_at, third);
-}
 
-TEST_F(EngineAttemptsTest, ARetryByHandKeepsTheHistoryAndNumbersAfresh) {
-  AddTask("a", 1);
-  ASSERT_TRUE(engine_->Fail("a", ClaimOne("w"), "boom").ok());
+  // A retry by hand keeps the history; its attempts are numbered afresh.
   ASSERT_TRUE(engine_->Retry("a").ok());
-  ASSERT_TRUE(engine_->Ack("a", ClaimOne("w")).ok());
-  const std::vector<TaskAttempt> attempts = AttemptsOf("a");
-  ASSERT_EQ(attempts.size(), 2u);
-  EXPECT_EQ(attempts[0].number, 1);
-  EXPECT_EQ(attempts[0].outcome, AttemptOutcome::kFailed);
-  EXPECT_EQ(attempts[1].number, 1);
-  EXPECT_EQ(attempts[1].outcome, AttemptOutcome::kSucceeded);
+  ASSERT_TRUE(engine_->Ack("a", ClaimOne("w4")).ok());
+  const std::vector<TaskAttempt> after = AttemptsOf("a");
+  ASSERT_EQ(after.size(), 4u);
+  EXPECT_EQ(std::vector<TaskAttempt>(after.begin(), after.begin() + 3), attempts);
+  EXPECT_EQ(after[3].number, 1);
+  EXPECT_EQ(after[3].outcome, AttemptOutcome::kSucceeded);
+  EXPECT_EQ(after[3].worker, "w4");
 }
 
 TEST_F(EngineAttemptsTest, OnlyTheLastNAttemptsAreKept) {
@@ -149,6 +147,17 @@ TEST_F(EngineAttemptsTest, OnlyTheLastNAttemptsAreKept) {
   EXPECT_EQ(attempts[2].number, 7);
   EXPECT_EQ(attempts[2].outcome, AttemptOutcome::kSucceeded);
   EXPECT_EQ(attempts[2].node, "node-a");
+
+  // 0 keeps none: an attempt that ends then clears what was kept.
+  AddTask("b", 3);
+  ASSERT_TRUE(engine_->Fail("b", ClaimOne("w"), "boom", Duration::zero()).ok());
+  ASSERT_EQ(AttemptsOf("b").size(), 1u);
+  engine_.reset();
+  o.attempt_history = 0;
+  Open(o);
+  ASSERT_TRUE(engine_->Ack("b", ClaimOne("w")).ok());
+  EXPECT_TRUE(AttemptsOf("b").empty());
+  EXPECT_EQ(AttemptsOf("a").size(), 3u);  // finished before: unchanged
 }
 
 TEST_F(EngineAttemptsTest, TheHistoryIsBoundedInBytesDroppingTheOldest) {
@@ -179,18 +188,7 @@ TEST_F(EngineAttemptsTest, TheHistoryIsBoundedInBytesDroppingTheOldest) {
   EXPECT_EQ(engine_->Get("a")->last_error, error);
 }
 
-TEST_F(EngineAttemptsTest, ZeroKeepsNoHistory) {
-  engine_.reset();
-  EngineOptions o = Options();
-  o.attempt_history = 0;
-  Open(o);
-  AddTask("a", 3);
-  ASSERT_TRUE(engine_->Fail("a", ClaimOne("w"), "boom", Duration::zero()).ok());
-  ASSERT_TRUE(engine_->Ack("a", ClaimOne("w")).ok());
-  EXPECT_TRUE(AttemptsOf("a").empty());
-}
-
-TEST_F(EngineAttemptsTest, ARunningAttemptSurvivesARestart) {
+TEST_F(EngineAttemptsTest, ARunningAttemptSurvivesARestartAndAPurgeTakesTheHistory) {
   AddTask("a", 3);
   const Timestamp claimed = clock_.Now();
   const uint64_t token = ClaimOne("w");
@@ -203,14 +201,10 @@ TEST_F(EngineAttemptsTest, ARunningAttemptSurvivesARestart) {
   EXPECT_EQ(attempts[0].started_at, claimed);
   EXPECT_EQ(attempts[0].duration(), 3s);
   EXPECT_EQ(attempts[0].worker, "w");
-}
 
-TEST_F(EngineAttemptsTest, APurgeTakesTheHistoryWithTheTask) {
-  AddTask("a", 3);
+  // Purged, the history goes with the task.
   AddTask("b", 1);
-  ASSERT_TRUE(engine_->Ack("a", ClaimOne("w")).ok());
   ASSERT_TRUE(engine_->Fail("b", ClaimOne("w"), "boom").ok());
-  ASSERT_EQ(AttemptsOf("a").size(), 1u);
   ASSERT_EQ(AttemptsOf("b").size(), 1u);
   // A succeeded task after its retention; a dead one by hand.
   clock_.Advance(24h + 1s);
@@ -223,17 +217,21 @@ TEST_F(EngineAttemptsTest, APurgeTakesTheHistoryWithTheTask) {
   EXPECT_TRUE(AttemptsOf("a").empty());
 }
 
-TEST_F(EngineAttemptsTest, BadOptionsNameTheField) {
-  EngineOptions o = Options();
+// Checked before a store is opened.
+TEST(EngineAttemptsOptionsTest, BadOptionsNameTheField) {
+  test::TempDir dir;
+  EngineOptions o;
+  o.store = dir.File("never.db");
   o.attempt_history = kMaxAttemptHistory + 1;
   EXPECT_EQ(Engine::Open(o).status().field(), "attempt_history");
   o.attempt_history = -1;
   EXPECT_EQ(Engine::Open(o).status().field(), "attempt_history");
-  o = Options();
+  o.attempt_history = kDefaultAttemptHistory;
   o.node = std::string(kMaxNodeNameBytes + 1, 'n');
   EXPECT_EQ(Engine::Open(o).status().field(), "node");
   o.node = "bad\nname";
   EXPECT_EQ(Engine::Open(o).status().field(), "node");
+  EXPECT_FALSE(std::filesystem::exists(dir.File("never.db")));
 }
 
 }  // namespace
