@@ -879,9 +879,39 @@ Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json) {
                 "stored schedule is corrupt (" + spec.status().message() + ")");
 }
 
+void AppendStoredAttempt(std::string& out, const TaskAttempt& attempt) {
+  using std::chrono::floor;
+  using std::chrono::milliseconds;
+  const int64_t started = floor<milliseconds>(attempt.started_at.time_since_epoch()).count();
+  const int64_t ended = floor<milliseconds>(attempt.ended_at.time_since_epoch()).count();
+  out += '[';
+  out += std::to_string(attempt.number);
+  out += ',';
+  out += std::to_string(started);
+  out += ',';
+  out += std::to_string(ended - started);
+  out += ',';
+  out += std::to_string(static_cast<int>(attempt.outcome));
+  out += ',';
+  AppendString(out, attempt.node);
+  // The optional texts, null when empty, trailing nulls left out.
+  const std::string* texts[] = {&attempt.worker, &attempt.error, &attempt.response};
+  size_t n = 3;
+  while (n > 0 && texts[n - 1]->empty()) --n;
+  for (size_t i = 0; i < n; ++i) {
+    out += ',';
+    if (texts[i]->empty()) {
+      out += "null";
+    } else {
+      AppendString(out, *texts[i]);
+    }
+  }
+  out += ']';
+}
+
 std::string EncodeAttempts(const std::vector<TaskAttempt>& attempts) {
   std::string out;
-  AppendArray(out, attempts, AppendAttempt);
+  AppendArray(out, attempts, AppendStoredAttempt);
   return out;
 }
 
@@ -891,37 +921,35 @@ Result<std::vector<TaskAttempt>> DecodeAttempts(std::string_view json) {
     if (!array.is_array()) return Status::InvalidArgument("attempts", "not a JSON array");
     std::vector<TaskAttempt> out;
     for (size_t i = 0; i < array.size(); ++i) {
-      const std::string prefix = "attempts[" + std::to_string(i) + "].";
-      if (!array[i].is_object()) {
-        return Status::InvalidArgument(prefix.substr(0, prefix.size() - 1), "not an object");
+      const std::string field = "attempts[" + std::to_string(i) + "]";
+      const Json& r = array[i];
+      const auto text = [&r](size_t at) -> std::optional<std::string> {
+        if (at >= r.size() || r[at].is_null()) return std::string();
+        if (!r[at].is_string()) return std::nullopt;
+        return r[at].get<std::string>();
+      };
+      if (!r.is_array() || r.size() < 5 || r.size() > 8 || !r[0].is_number_integer() ||
+          !r[1].is_number_integer() || !r[2].is_number_integer() || !r[3].is_number_integer() ||
+          !r[4].is_string()) {
+        return Status::InvalidArgument(field, "not [number, start, duration, outcome, node, ...]");
       }
-      ObjectReader r(array[i], prefix);
-      std::optional<int> number;
-      std::optional<int64_t> duration_ms;
-      std::optional<Timestamp> started, ended;
-      std::optional<std::string> node, worker, outcome, error, response;
-      CHRONOQ_RETURN_IF_ERROR(r.Int("attempt", number));
-      CHRONOQ_RETURN_IF_ERROR(r.Time("started_at", started));
-      CHRONOQ_RETURN_IF_ERROR(r.Time("ended_at", ended));
-      CHRONOQ_RETURN_IF_ERROR(r.Int("duration_ms", duration_ms));  // derived: read and dropped
-      CHRONOQ_RETURN_IF_ERROR(r.String("node", node));
-      CHRONOQ_RETURN_IF_ERROR(r.String("worker", worker));
-      CHRONOQ_RETURN_IF_ERROR(r.String("outcome", outcome));
-      CHRONOQ_RETURN_IF_ERROR(r.String("error", error));
-      CHRONOQ_RETURN_IF_ERROR(r.String("response", response));
-      for (std::string_view name : {"attempt", "started_at", "ended_at", "node", "outcome"}) {
-        CHRONOQ_RETURN_IF_ERROR(r.Required(name));
+      const int64_t outcome = r[3].get<int64_t>();
+      if (outcome < 0 || outcome > static_cast<int64_t>(AttemptOutcome::kLeaseExpired)) {
+        return Status::InvalidArgument(field, "unknown outcome " + std::to_string(outcome));
       }
-      CHRONOQ_RETURN_IF_ERROR(r.Finish());
+      std::optional<std::string> worker = text(5), error = text(6), response = text(7);
+      if (!worker || !error || !response) {
+        return Status::InvalidArgument(field, "worker, error and response must be text or null");
+      }
       TaskAttempt a;
-      a.number = *number;
-      a.started_at = *started;
-      a.ended_at = *ended;
-      a.node = std::move(*node);
-      a.worker = worker.value_or("");
-      CHRONOQ_ASSIGN_OR_RETURN(a.outcome, ParseAttemptOutcome(*outcome, r.Field("outcome")));
-      a.error = error.value_or("");
-      a.response = response.value_or("");
+      a.number = static_cast<int>(r[0].get<int64_t>());
+      a.started_at = Timestamp(std::chrono::milliseconds(r[1].get<int64_t>()));
+      a.ended_at = a.started_at + std::chrono::milliseconds(r[2].get<int64_t>());
+      a.outcome = static_cast<AttemptOutcome>(outcome);
+      a.node = r[4].get<std::string>();
+      a.worker = std::move(*worker);
+      a.error = std::move(*error);
+      a.response = std::move(*response);
       out.push_back(std::move(a));
     }
     return out;

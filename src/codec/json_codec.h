@@ -161,7 +161,15 @@ std::string EncodeTarget(const WebhookTarget& target);
 Result<WebhookTarget> DecodeTarget(std::string_view json);
 std::string EncodeScheduleSpec(const ScheduleSpec& spec);
 Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json);
-// A task's attempt history: an array of AppendAttempt objects.
+// A task's attempt history is the exception: the store keeps it compact,
+// since a row gains a record at every acknowledgement. Each attempt is
+//   [number, started_at (epoch ms), duration (ms), outcome (enum value), node,
+//    worker, error, response]
+// where worker, error and response are null when empty and trailing nulls
+// are left out: [1,1795305600012,178,0,"local"] (about 35 bytes against
+// AppendAttempt's 190).
+void AppendStoredAttempt(std::string& out, const TaskAttempt& attempt);
+// An array of AppendStoredAttempt records.
 std::string EncodeAttempts(const std::vector<TaskAttempt>& attempts);
 Result<std::vector<TaskAttempt>> DecodeAttempts(std::string_view json);
 

@@ -69,13 +69,15 @@ std::string AppendAttemptHistory(const std::string& history, const TaskAttempt& 
   if (keep <= 0) return {};
   std::string out = "[";
   if (history.empty()) {
-    AppendAttempt(out, attempt);
+    AppendStoredAttempt(out, attempt);
     out += ']';
     return out;
   }
   std::vector<std::string> records;
-  for (const TaskAttempt& a : StoredAttempts(history)) AppendAttempt(records.emplace_back(), a);
-  AppendAttempt(records.emplace_back(), attempt);
+  for (const TaskAttempt& a : StoredAttempts(history)) {
+    AppendStoredAttempt(records.emplace_back(), a);
+  }
+  AppendStoredAttempt(records.emplace_back(), attempt);
   size_t first = records.size() > static_cast<size_t>(keep) ? records.size() - keep : 0;
   size_t bytes = 1;  // "[" and "]", with a "," before every record but the first
   for (size_t i = first; i < records.size(); ++i) bytes += records[i].size() + 1;
