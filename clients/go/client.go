@@ -218,8 +218,18 @@ func (c *Client) enqueueBatch(ctx context.Context, specs []TaskSpec, offset int,
 
 // Get returns the task id (GET /v1/tasks/{id}); ErrNotFound if none.
 func (c *Client) Get(ctx context.Context, id string) (*Task, error) {
+	return c.getTask(ctx, "/v1/tasks/"+seg(id))
+}
+
+// GetWithAttempts is Get with the task's last finished attempts in
+// Task.Attempts, oldest first (GET /v1/tasks/{id}?attempts=true).
+func (c *Client) GetWithAttempts(ctx context.Context, id string) (*Task, error) {
+	return c.getTask(ctx, "/v1/tasks/"+seg(id)+"?attempts=true")
+}
+
+func (c *Client) getTask(ctx context.Context, path string) (*Task, error) {
 	var t Task
-	if err := c.call(ctx, &request{method: "GET", path: "/v1/tasks/" + seg(id)}, &t); err != nil {
+	if err := c.call(ctx, &request{method: "GET", path: path}, &t); err != nil {
 		return nil, err
 	}
 	return &t, nil

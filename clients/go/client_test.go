@@ -199,6 +199,33 @@ func TestC5ClaimExtendAck(t *testing.T) {
 	}
 }
 
+// GetWithAttempts shows the attempt history; Get leaves it out.
+func TestGetWithAttemptsShowsTheHistory(t *testing.T) {
+	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	_, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: 1})
+	must(t, err)
+	res, err := c.Claim(ctx, q, chronoq.ClaimOptions{Wait: 5 * time.Second, Worker: "host-a:1"})
+	must(t, err)
+	l := res.Tasks[0]
+	must(t, c.Fail(ctx, l.ID, l.Token, "S3 said 503", time.Hour))
+	plain, err := c.Get(ctx, l.ID)
+	must(t, err)
+	if plain.Attempts != nil {
+		t.Fatalf("attempts without asking: %+v", plain.Attempts)
+	}
+	got, err := c.GetWithAttempts(ctx, l.ID)
+	must(t, err)
+	if len(got.Attempts) != 1 {
+		t.Fatalf("attempts %+v", got.Attempts)
+	}
+	a := got.Attempts[0]
+	if a.Attempt != 1 || a.Outcome != "failed" || a.Worker == nil || *a.Worker != "host-a:1" ||
+		a.Error == nil || *a.Error != "S3 said 503" || a.Response != nil || a.Node == "" ||
+		a.EndedAt.Before(a.StartedAt) {
+		t.Fatalf("attempt %+v", a)
+	}
+}
+
 // C5: fail with retry_in makes the task scheduled again with last_error.
 func TestC5FailWithRetryIn(t *testing.T) {
 	c, ctx, q := newClient(t), testCtx(t), newQueue(t)

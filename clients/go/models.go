@@ -49,6 +49,27 @@ type Target struct {
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`
 }
 
+// Attempt is one finished attempt of a task (Client.GetWithAttempts).
+type Attempt struct {
+	// Attempt is the task's attempt number at that claim (1 again after a
+	// retry by hand).
+	Attempt int `json:"attempt"`
+	// StartedAt is the claim; EndedAt the ack, failure or lease lapse.
+	StartedAt  time.Time `json:"started_at"`
+	EndedAt    time.Time `json:"ended_at"`
+	DurationMs int64     `json:"duration_ms"`
+	// Node is the chronoqd that ended it (its --node-id).
+	Node string `json:"node"`
+	// Worker is the claim's worker, nil when it named none.
+	Worker *string `json:"worker"`
+	// Outcome is succeeded, failed or lease_expired.
+	Outcome string `json:"outcome"`
+	// Error is the failure's error and Response the webhook answer given
+	// with it (their first 1,024 bytes), nil when none.
+	Error    *string `json:"error"`
+	Response *string `json:"response"`
+}
+
 // Task is a task as chronoqd stores it.
 type Task struct {
 	// ID is the task id (client-chosen or generated).
@@ -76,6 +97,9 @@ type Task struct {
 	// Worker names the worker that holds the task's lease, or last held it
 	// (the Worker of the claim that took it); nil when no claim named one.
 	Worker *string `json:"worker,omitempty"`
+	// Attempts are its last finished attempts, oldest first: only from
+	// GetWithAttempts.
+	Attempts []Attempt `json:"attempts,omitempty"`
 	// LeaseUntil is when a running task's (or a lease's) lease ends.
 	LeaseUntil *time.Time `json:"lease_until,omitempty"`
 	// Target is the webhook chronoqd delivers the task to, if any.

@@ -90,6 +90,12 @@ struct EngineOptions {
 
   // Seeds the backoff jitter; 0 picks a random seed.
   uint64_t random_seed = 0;
+
+  // Finished attempts kept per task (Task::attempts), 0-100; 0 keeps none.
+  int attempt_history = kDefaultAttemptHistory;
+  // This engine's name in the attempts it records (TaskAttempt::node), at
+  // most 200 bytes: chronoqd uses its cluster node id, else HOST:PORT.
+  std::string node = "local";
 };
 
 // Options of an in-process worker pool.

@@ -27,6 +27,18 @@ inline constexpr size_t kMaxBatchTasks = 10'000;
 // A failure's error text (and a webhook's recorded answer) is cut to this.
 inline constexpr size_t kMaxErrorBytes = 4096;
 
+// --- attempt history (Task::attempts) ------------------------------------------
+// Attempts kept per task by default (EngineOptions::attempt_history), and at most.
+inline constexpr int kDefaultAttemptHistory = 10;
+inline constexpr int kMaxAttemptHistory = 100;
+// Each attempt's error and webhook response are cut to this many bytes (at a
+// UTF-8 boundary) ...
+inline constexpr size_t kMaxAttemptExcerptBytes = 1024;
+// ... and a task's whole stored history (its JSON text) to this many: the
+// oldest attempts are dropped first, so the newest always stays (it fits).
+inline constexpr size_t kMaxAttemptHistoryBytes = 16 * 1024;
+inline constexpr size_t kMaxNodeNameBytes = 200;  // EngineOptions::node
+
 // --- webhook targets -----------------------------------------------------------
 inline constexpr size_t kMaxTargetUrlBytes = 2048;
 inline constexpr size_t kMaxTargetHeaders = 32;

@@ -88,6 +88,31 @@ struct TaskSpec {
   std::string key;
 };
 
+// How one attempt (a claim) ended. A running task cannot be cancelled, so
+// these are all the ways: an acknowledgement, a failure (which retries the
+// task, or buries it when it was the last attempt), or its lease lapsing
+// (likewise).
+enum class AttemptOutcome { kSucceeded = 0, kFailed = 1, kLeaseExpired = 2 };
+// "succeeded", "failed", "lease_expired".
+std::string_view AttemptOutcomeName(AttemptOutcome outcome);
+Result<AttemptOutcome> ParseAttemptOutcome(std::string_view text,
+                                           std::string_view field = "outcome");
+
+// One finished attempt of a task (Task::attempts).
+struct TaskAttempt {
+  int number = 0;        // Task::attempt at the claim (starts at 1 again after a retry by hand)
+  Timestamp started_at;  // the claim (after a restart, the lease's last extension)
+  Timestamp ended_at;    // the acknowledgement, failure or lapse
+  std::string node;      // the engine that ended it: EngineOptions::node
+  std::string worker;    // who claimed it (ClaimRequest::worker); empty: nobody named
+  AttemptOutcome outcome = AttemptOutcome::kSucceeded;
+  std::string error;     // a failure's error, or the lapse; first 1,024 bytes
+  std::string response;  // the webhook response given with it; first 1,024 bytes
+  Duration duration() const { return ended_at - started_at; }
+
+  friend bool operator==(const TaskAttempt&, const TaskAttempt&) = default;
+};
+
 // A task as stored.
 struct Task {
   std::string id;
@@ -111,6 +136,10 @@ struct Task {
   // by whoever acknowledged or failed the task with one (chronoqd does).
   std::optional<std::string> last_response;
   std::string key;  // empty: none
+  // Its last finished attempts, oldest first: at most
+  // EngineOptions::attempt_history of them, and kMaxAttemptHistoryBytes in
+  // all (chronoq/limits.h). Purged with the task.
+  std::vector<TaskAttempt> attempts;
   // The schedule this task is an occurrence of, while that schedule exists
   // (read by Get and List; empty otherwise).
   std::string schedule;

@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "cli/cli_common.h"
+#include "common/text.h"
 
 namespace chronoq::cli {
 namespace {
@@ -28,6 +29,7 @@ struct TaskArgs {
   std::string error;
   std::string retry_in;
   std::string key;
+  bool attempts = false;
 };
 
 // A KEY column appears when some task has a key.
@@ -66,6 +68,27 @@ void PrintTask(std::ostream& out, const json& t) {
   if (t.contains("worker")) rows.push_back({"worker", Show(t, "worker")});
   rows.push_back({"payload", t.contains("payload") ? t["payload"].dump() : "-"});
   for (auto& row : rows) row[0] += ":";
+  PrintTable(out, rows);
+}
+
+// The `attempts` of GET /v1/tasks/{id}?attempts=true, one row each, oldest
+// first; the error (else the response) is its first line, cut to 60 bytes.
+void PrintAttempts(std::ostream& out, const json& attempts) {
+  if (!attempts.is_array() || attempts.empty()) {
+    out << "attempts: none\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"#", "OUTCOME", "STARTED_AT", "DURATION", "NODE", "WORKER", "ERROR/RESPONSE"}};
+  for (const json& a : attempts) {
+    std::string detail = Member(a, "error").is_string() ? Show(a, "error") : Show(a, "response");
+    detail = detail.substr(0, detail.find('\n'));
+    if (detail.size() > 60) detail = TruncateUtf8(detail, 57) + "...";
+    rows.push_back({Show(a, "attempt"), Show(a, "outcome"), Show(a, "started_at"),
+                    ShowMillis(Member(a, "duration_ms")), Show(a, "node"), Show(a, "worker"),
+                    detail});
+  }
+  out << "attempts:\n";
   PrintTable(out, rows);
 }
 
@@ -152,9 +175,13 @@ void AddOneTaskCommands(CommandTable& table, TaskArgs& a) {
   {
     CLI::App* cmd = app.add_subcommand("get", "Show a task");
     cmd->add_option("id", a.id, "Task id")->type_name("")->required();
+    cmd->add_flag("--attempts", a.attempts, "Also show its last attempts");
     table.Add(cmd, [&a](Session& s) {
-      return s.Simple("GET", TaskPath(a.id), nullptr,
-                      [&](const Reply& r) { PrintTask(s.io().out, r.body); });
+      const std::string path = TaskPath(a.id) + (a.attempts ? "?attempts=true" : "");
+      return s.Simple("GET", path, nullptr, [&](const Reply& r) {
+        PrintTask(s.io().out, r.body);
+        if (a.attempts) PrintAttempts(s.io().out, Member(r.body, "attempts"));
+      });
     });
   }
   {

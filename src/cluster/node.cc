@@ -284,6 +284,7 @@ void Node::TryLead(const char* why, Duration lock_patience) {
     return;
   }
   EngineOptions engine_options = options_.engine;
+  engine_options.node = options_.node_id;  // the node that ends an attempt names it
   engine_options.clock = &clock_;
   Result<std::unique_ptr<Engine>> engine = Engine::Open(engine_options, std::move(*opened));
   if (!engine.ok()) {

@@ -528,6 +528,43 @@ void AppendTask(std::string& out, const Task& task) {
   out += '}';
 }
 
+void AppendAttempt(std::string& out, const TaskAttempt& attempt) {
+  const auto string_or_null = [&out](const std::string& text) {
+    if (text.empty()) {
+      out += "null";
+    } else {
+      AppendString(out, text);
+    }
+  };
+  out += "{\"attempt\":";
+  out += std::to_string(attempt.number);
+  out += ",\"started_at\":";
+  AppendTime(out, attempt.started_at);
+  out += ",\"ended_at\":";
+  AppendTime(out, attempt.ended_at);
+  out += ",\"duration_ms\":";
+  out += std::to_string(std::chrono::floor<std::chrono::milliseconds>(attempt.duration()).count());
+  out += ",\"node\":";
+  AppendString(out, attempt.node);
+  out += ",\"worker\":";
+  string_or_null(attempt.worker);
+  out += ",\"outcome\":";
+  AppendString(out, AttemptOutcomeName(attempt.outcome));
+  out += ",\"error\":";
+  string_or_null(attempt.error);
+  out += ",\"response\":";
+  string_or_null(attempt.response);
+  out += '}';
+}
+
+void AppendTaskWithAttempts(std::string& out, const Task& task) {
+  AppendTask(out, task);
+  out.pop_back();  // its closing brace
+  out += ",\"attempts\":";
+  AppendArray(out, task.attempts, AppendAttempt);
+  out += '}';
+}
+
 void AppendTarget(std::string& out, const WebhookTarget& target) {
   out += "{\"url\":";
   AppendString(out, target.url);
@@ -872,6 +909,86 @@ Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json) {
   if (spec.ok()) return spec;
   return Status(StatusCode::kDataLoss,
                 "stored schedule is corrupt (" + spec.status().message() + ")");
+}
+
+void AppendStoredAttempt(std::string& out, const TaskAttempt& attempt) {
+  using std::chrono::floor;
+  using std::chrono::milliseconds;
+  const int64_t started = floor<milliseconds>(attempt.started_at.time_since_epoch()).count();
+  const int64_t ended = floor<milliseconds>(attempt.ended_at.time_since_epoch()).count();
+  out += '[';
+  out += std::to_string(attempt.number);
+  out += ',';
+  out += std::to_string(started);
+  out += ',';
+  out += std::to_string(ended - started);
+  out += ',';
+  out += std::to_string(static_cast<int>(attempt.outcome));
+  out += ',';
+  AppendString(out, attempt.node);
+  // The optional texts, null when empty, trailing nulls left out.
+  const std::string* texts[] = {&attempt.worker, &attempt.error, &attempt.response};
+  size_t n = 3;
+  while (n > 0 && texts[n - 1]->empty()) --n;
+  for (size_t i = 0; i < n; ++i) {
+    out += ',';
+    if (texts[i]->empty()) {
+      out += "null";
+    } else {
+      AppendString(out, *texts[i]);
+    }
+  }
+  out += ']';
+}
+
+std::string EncodeAttempts(const std::vector<TaskAttempt>& attempts) {
+  std::string out;
+  AppendArray(out, attempts, AppendStoredAttempt);
+  return out;
+}
+
+Result<std::vector<TaskAttempt>> DecodeAttempts(std::string_view json) {
+  Result<std::vector<TaskAttempt>> attempts = [&]() -> Result<std::vector<TaskAttempt>> {
+    const Json array = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+    if (!array.is_array()) return Status::InvalidArgument("attempts", "not a JSON array");
+    std::vector<TaskAttempt> out;
+    for (size_t i = 0; i < array.size(); ++i) {
+      const std::string field = "attempts[" + std::to_string(i) + "]";
+      const Json& r = array[i];
+      const auto text = [&r](size_t at) -> std::optional<std::string> {
+        if (at >= r.size() || r[at].is_null()) return std::string();
+        if (!r[at].is_string()) return std::nullopt;
+        return r[at].get<std::string>();
+      };
+      if (!r.is_array() || r.size() < 5 || r.size() > 8 || !r[0].is_number_integer() ||
+          !r[1].is_number_integer() || !r[2].is_number_integer() || !r[3].is_number_integer() ||
+          !r[4].is_string()) {
+        return Status::InvalidArgument(field, "not [number, start, duration, outcome, node, ...]");
+      }
+      const int64_t outcome = r[3].get<int64_t>();
+      if (outcome < 0 || outcome > static_cast<int64_t>(AttemptOutcome::kLeaseExpired)) {
+        return Status::InvalidArgument(field, "unknown outcome " + std::to_string(outcome));
+      }
+      std::optional<std::string> worker = text(5), error = text(6), response = text(7);
+      if (!worker || !error || !response) {
+        return Status::InvalidArgument(field, "worker, error and response must be text or null");
+      }
+      TaskAttempt a;
+      a.number = static_cast<int>(r[0].get<int64_t>());
+      a.started_at = Timestamp(std::chrono::milliseconds(r[1].get<int64_t>()));
+      a.ended_at = a.started_at + std::chrono::milliseconds(r[2].get<int64_t>());
+      a.outcome = static_cast<AttemptOutcome>(outcome);
+      a.node = r[4].get<std::string>();
+      a.worker = std::move(*worker);
+      a.error = std::move(*error);
+      a.response = std::move(*response);
+      out.push_back(std::move(a));
+    }
+    return out;
+  }();
+  if (attempts.ok()) return attempts;
+  return Status(StatusCode::kDataLoss,
+                "stored attempt history is corrupt (" + attempts.status().message() + ")");
 }
 
 }  // namespace chronoq

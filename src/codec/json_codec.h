@@ -104,6 +104,8 @@ Result<QueueSettingsChange> ParseQueueSettings(const Json& object);
 void AppendString(std::string& out, std::string_view text);
 void AppendTime(std::string& out, Timestamp t);
 void AppendTask(std::string& out, const Task& task);
+// AppendTask with the task's attempt history: "attempts":[AppendAttempt...].
+void AppendTaskWithAttempts(std::string& out, const Task& task);
 // [a,b,...] with `append(out, item)` writing each item.
 template <typename T, typename Append>
 void AppendArray(std::string& out, const std::vector<T>& items, Append append) {
@@ -132,6 +134,10 @@ void AppendPage(std::string& out, std::string_view key, const std::vector<T>& it
   out += '}';
 }
 void AppendLease(std::string& out, const Lease& lease);
+// {"attempt":N,"started_at":...,"ended_at":...,"duration_ms":N,"node":...,
+//  "worker":string|null,"outcome":...,"error":string|null,"response":string|null};
+// worker, error and response are null when empty.
+void AppendAttempt(std::string& out, const TaskAttempt& attempt);
 // A queue: counts, settings (null when unset), paused, lateness.
 void AppendQueue(std::string& out, const QueueInfo& queue);
 void AppendTarget(std::string& out, const WebhookTarget& target);
@@ -156,5 +162,16 @@ std::string EncodeTarget(const WebhookTarget& target);
 Result<WebhookTarget> DecodeTarget(std::string_view json);
 std::string EncodeScheduleSpec(const ScheduleSpec& spec);
 Result<ScheduleSpec> DecodeScheduleSpec(std::string_view json);
+// A task's attempt history is the exception: the store keeps it compact,
+// since a row gains a record at every acknowledgement. Each attempt is
+//   [number, started_at (epoch ms), duration (ms), outcome (enum value), node,
+//    worker, error, response]
+// where worker, error and response are null when empty and trailing nulls
+// are left out: [1,1795305600012,178,0,"local"] (about 35 bytes against
+// AppendAttempt's 190).
+void AppendStoredAttempt(std::string& out, const TaskAttempt& attempt);
+// An array of AppendStoredAttempt records.
+std::string EncodeAttempts(const std::vector<TaskAttempt>& attempts);
+Result<std::vector<TaskAttempt>> DecodeAttempts(std::string_view json);
 
 }  // namespace chronoq

@@ -14,6 +14,7 @@ namespace {
 
 constexpr std::array<std::string_view, 5> kStateNames = {"scheduled", "running", "succeeded",
                                                          "cancelled", "dead"};
+constexpr std::array<std::string_view, 3> kOutcomeNames = {"succeeded", "failed", "lease_expired"};
 constexpr std::array<std::string_view, 3> kConflictNames = {"reject", "ignore", "replace"};
 // In QueueSetting order: the settings' names in the API.
 constexpr std::array<std::string_view, 8> kSettingNames = {
@@ -31,6 +32,13 @@ constexpr std::array<std::string_view, 4> kBulkJobStateNames = {"running", "done
 }  // namespace
 
 std::string_view TaskStateName(TaskState state) { return kStateNames[static_cast<size_t>(state)]; }
+
+std::string_view AttemptOutcomeName(AttemptOutcome outcome) {
+  return kOutcomeNames[static_cast<size_t>(outcome)];
+}
+Result<AttemptOutcome> ParseAttemptOutcome(std::string_view text, std::string_view field) {
+  return ParseName<AttemptOutcome>(kOutcomeNames, text, field);
+}
 
 Result<TaskState> ParseTaskState(std::string_view text, std::string_view field) {
   return ParseName<TaskState>(kStateNames, text, field);

@@ -33,6 +33,9 @@ RunningTask RunningFromRow(const TaskRow& row) {
                 row.sid.value_or(0),
                 row.key.value_or("")};
   if (row.backoff_base && row.backoff_cap) t.backoff = Backoff{*row.backoff_base, *row.backoff_cap};
+  t.claimed_at = row.updated.value_or(Timestamp());
+  t.worker = row.worker.value_or("");
+  t.attempts = row.attempts.value_or("");
   return t;
 }
 
@@ -59,6 +62,42 @@ Timestamp RunAtOf(const TaskRow& row) {
   return row.state == TaskState::kScheduled ? due : row.run_at.value_or(due);
 }
 
+std::vector<TaskAttempt> StoredAttempts(const std::string& json) {
+  Result<std::vector<TaskAttempt>> attempts = DecodeAttempts(json);
+  if (attempts.ok()) return std::move(*attempts);
+  // The task is shown without its history rather than not at all; its next
+  // attempt starts a new one.
+  spdlog::warn("{}", attempts.status().message());
+  return {};
+}
+
+std::string AppendAttemptHistory(const std::string& history, const TaskAttempt& attempt, int keep) {
+  if (keep <= 0) return {};
+  std::string out = "[";
+  if (history.empty()) {
+    AppendStoredAttempt(out, attempt);
+    out += ']';
+    return out;
+  }
+  std::vector<std::string> records;
+  for (const TaskAttempt& a : StoredAttempts(history)) {
+    AppendStoredAttempt(records.emplace_back(), a);
+  }
+  AppendStoredAttempt(records.emplace_back(), attempt);
+  size_t first = records.size() > static_cast<size_t>(keep) ? records.size() - keep : 0;
+  size_t bytes = 1;  // "[" and "]", with a "," before every record but the first
+  for (size_t i = first; i < records.size(); ++i) bytes += records[i].size() + 1;
+  while (bytes > kMaxAttemptHistoryBytes && first + 1 < records.size()) {
+    bytes -= records[first++].size() + 1;
+  }
+  for (size_t i = first; i < records.size(); ++i) {
+    if (i > first) out += ',';
+    out += records[i];
+  }
+  out += ']';
+  return out;
+}
+
 Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   Task t;
   t.id = row.name.value_or(FormatGeneratedId(row.seq));
@@ -81,6 +120,7 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   if (row.target) t.target = StoredTarget(*row.target);
   t.key = row.key.value_or("");
   t.worker = row.worker.value_or("");
+  if (row.attempts) t.attempts = StoredAttempts(*row.attempts);
   return t;
 }
 
@@ -672,6 +712,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   out.reserve(acks.size());
   std::vector<int64_t> seqs;
   std::vector<int64_t> qids;
+  std::vector<std::string> histories;  // each acknowledged task's attempts, with this one
   // Acknowledged occurrences of schedules, which their schedules hear of.
   struct Occurrence {
     int64_t sid;
@@ -696,6 +737,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     }
     seqs.push_back(task->seq);
     qids.push_back(task->qid);
+    histories.push_back(EndAttempt(*task, AttemptOutcome::kSucceeded, {}, a.response, now));
     if (task->sid != 0) occurrences.push_back({task->sid, task->seq, &a.id});
     if (!task->key.empty()) released.emplace_back(task->qid, task->key);
     out.emplace_back();
@@ -703,19 +745,23 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   if (seqs.empty()) return out;
   // Purge times follow each queue's retention: one batch of statements per
   // distinct purge time, and there is one when all tasks share a queue.
-  std::vector<std::pair<Timestamp, std::vector<int64_t>>> by_purge;
+  struct PurgeGroup {
+    Timestamp at;
+    std::vector<int64_t> seqs;
+    std::vector<std::string> histories;
+  };
+  std::vector<PurgeGroup> by_purge;
   Timestamp purge_at;
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (i == 0 || qids[i] != qids[i - 1]) purge_at = PurgeAt(qids[i], now);
     auto group = std::find_if(by_purge.begin(), by_purge.end(),
-                              [&](const auto& g) { return g.first == purge_at; });
-    if (group == by_purge.end()) {
-      group = by_purge.emplace(by_purge.end(), purge_at, std::vector<int64_t>());
-    }
-    group->second.push_back(seqs[i]);
+                              [&](const PurgeGroup& g) { return g.at == purge_at; });
+    if (group == by_purge.end()) group = by_purge.insert(by_purge.end(), {purge_at, {}, {}});
+    group->seqs.push_back(seqs[i]);
+    group->histories.push_back(std::move(histories[i]));
   }
-  for (const auto& [at, group] : by_purge) {
-    CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(group, at, now));
+  for (const PurgeGroup& g : by_purge) {
+    CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(g.seqs, g.histories, g.at, now));
   }
   for (size_t i = 0, k = 0; i < acks.size(); ++i) {
     if (!out[i].ok() || acks[i].failure) continue;
@@ -736,16 +782,34 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     while (j < qids.size() && qids[j] == qids[i]) ++j;
     Count(qids[i], TaskState::kRunning, TaskState::kSucceeded, static_cast<int64_t>(j - i));
   }
-  for (const auto& group : by_purge) NotePurge(group.first);
+  for (const PurgeGroup& g : by_purge) NotePurge(g.at);
   cycle_stats_.acked += seqs.size();
   return out;
 }
 
+std::string Core::EndAttempt(const RunningTask& task, AttemptOutcome outcome,
+                             std::string_view error, std::string_view response,
+                             Timestamp now) const {
+  if (options_.attempt_history == 0) return {};
+  TaskAttempt a;
+  a.number = task.attempt;
+  a.started_at = task.claimed_at;
+  a.ended_at = now;
+  a.node = options_.node;
+  a.worker = task.worker;
+  a.outcome = outcome;
+  a.error = TruncateUtf8(error, kMaxAttemptExcerptBytes);
+  a.response = TruncateUtf8(response, kMaxAttemptExcerptBytes);
+  return AppendAttemptHistory(task.attempts, a, options_.attempt_history);
+}
+
 Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
-                         Timestamp now, bool bury) {
+                         AttemptOutcome outcome, std::string_view response, Timestamp now,
+                         bool bury) {
+  std::string history = EndAttempt(task, outcome, error, response, now);
   if (bury || task.attempt >= task.max_attempts) {
-    CHRONOQ_RETURN_IF_ERROR(
-        store_.Move({task.seq, TaskState::kDead, std::nullopt, error, {}, now}));
+    CHRONOQ_RETURN_IF_ERROR(store_.Move(
+        {task.seq, TaskState::kDead, std::nullopt, error, {}, now, false, std::move(history)}));
     Count(task.qid, TaskState::kRunning, TaskState::kDead);
     ++cycle_stats_.dead;
     if (task.sid != 0) {
@@ -755,7 +819,8 @@ Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::stri
     if (!task.key.empty()) CHRONOQ_RETURN_IF_ERROR(KeyReleased(task.qid, task.key, now));
   } else {
     // A retry keeps its key's place: it waits in the window like any task.
-    CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kScheduled, due, error, {}, now}));
+    CHRONOQ_RETURN_IF_ERROR(store_.Move(
+        {task.seq, TaskState::kScheduled, due, error, {}, now, false, std::move(history)}));
     AddToWindow(task.qid, {due, task.priority, task.seq});
     Count(task.qid, TaskState::kRunning, TaskState::kScheduled);
   }
@@ -764,9 +829,12 @@ Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::stri
   return {};
 }
 
-Status Core::CancelRunning(const RunningTask& task, const std::string& error, Timestamp now) {
+Status Core::CancelRunning(const RunningTask& task, const std::string& error,
+                           std::string_view response, Timestamp now) {
   const Timestamp purge_at = PurgeAt(task.qid, now);
-  CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kCancelled, purge_at, error, {}, now}));
+  std::string history = EndAttempt(task, AttemptOutcome::kFailed, error, response, now);
+  CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kCancelled, purge_at, error, {}, now,
+                                       false, std::move(history)}));
   Count(task.qid, TaskState::kRunning, TaskState::kCancelled);
   NotePurge(purge_at);
   if (task.sid != 0) {
@@ -793,7 +861,7 @@ Status Core::Fail(const std::string& id, uint64_t token, const AckFailure& failu
   const Timestamp now = clock_.Now();
   const RunningTask copy = *task;
   const std::string error = TruncateUtf8(failure.error, kMaxErrorBytes);
-  if (failure.cancel) return CancelRunning(copy, error, now);
+  if (failure.cancel) return CancelRunning(copy, error, response, now);
   bool bury = false;
   if (const QueueState* q = QueueById(copy.qid); q != nullptr && failure.http_status) {
     const std::optional<std::vector<int>>& final = q->settings.final_statuses;
@@ -801,7 +869,7 @@ Status Core::Fail(const std::string& id, uint64_t token, const AckFailure& failu
   }
   const Duration delay = failure.retry_after.value_or(
       BackoffDelay(copy.backoff.value_or(options_.default_backoff), copy.attempt, rng_));
-  return RetryOrBury(copy, now + delay, error, now, bury);
+  return RetryOrBury(copy, now + delay, error, AttemptOutcome::kFailed, response, now, bury);
 }
 
 Result<Timestamp> Core::Extend(const std::string& id, uint64_t token, Duration lease) {
@@ -935,8 +1003,9 @@ Status Core::TimedWork(std::vector<Op*>& finished) {
   // its last attempt.
   while (std::optional<int64_t> seq = leases_.FirstExpired(now)) {
     const RunningTask task = *leases_.Find(*seq);
-    CHRONOQ_RETURN_IF_ERROR(RetryOrBury(
-        task, now, "lease expired during attempt " + std::to_string(task.attempt), now));
+    CHRONOQ_RETURN_IF_ERROR(
+        RetryOrBury(task, now, "lease expired during attempt " + std::to_string(task.attempt),
+                    AttemptOutcome::kLeaseExpired, {}, now));
   }
 
   if (window_full_ ? window_.size() < options_.max_window_tasks / 2

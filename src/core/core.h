@@ -84,6 +84,15 @@ bool ActionTakes(BulkAction action, TaskState state);
 Task TaskFromRead(const Store::ReadRow& read);
 // A stored webhook target; nullopt (and a logged warning) when it is corrupt.
 std::optional<WebhookTarget> StoredTarget(const std::string& json);
+// A stored attempt history (TaskRow::attempts); empty (and a logged warning)
+// when it is corrupt.
+std::vector<TaskAttempt> StoredAttempts(const std::string& json);
+// The stored history `history` (empty: none) with `attempt` added at the end,
+// keeping its last `keep` attempts and at most kMaxAttemptHistoryBytes of
+// JSON: the oldest go first (the newest always fits). Empty when keep is 0.
+// Parses `history` only when it is not empty, so a first attempt costs one
+// record's formatting.
+std::string AppendAttemptHistory(const std::string& history, const TaskAttempt& attempt, int keep);
 
 // One request to the engine loop. The loop calls Run() inside a transaction;
 // once the request has its result and the transaction committed, Finish()
@@ -302,12 +311,21 @@ class Core {
                        Timestamp now);
   Status RetryRow(TaskRow& row, Timestamp now);
   Status PurgeRow(const TaskRow& row);
-  // Moves a running task back to scheduled (or dead when out of attempts).
-  // `bury`: dead now, whatever attempts remain.
+  // The running task's attempt history once its current attempt ends now
+  // (AppendAttemptHistory): `error` and `response` are cut to
+  // kMaxAttemptExcerptBytes.
+  std::string EndAttempt(const RunningTask& task, AttemptOutcome outcome, std::string_view error,
+                         std::string_view response, Timestamp now) const;
+  // Moves a running task back to scheduled (or dead when out of attempts),
+  // recording the attempt that ended with `outcome`. `bury`: dead now,
+  // whatever attempts remain.
   Status RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
-                     Timestamp now, bool bury = false);
-  // Moves a running task to cancelled, keeping `error`.
-  Status CancelRunning(const RunningTask& task, const std::string& error, Timestamp now);
+                     AttemptOutcome outcome, std::string_view response, Timestamp now,
+                     bool bury = false);
+  // Moves a running task to cancelled, keeping `error` and recording the
+  // attempt as failed with `response`.
+  Status CancelRunning(const RunningTask& task, const std::string& error,
+                       std::string_view response, Timestamp now);
   Status Refill(Timestamp now);
 
   // --- per-key ordering (core/keys.cc) ---

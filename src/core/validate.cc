@@ -75,7 +75,13 @@ Status ValidateEngineOptions(const EngineOptions& options) {
   if (options.retention < Duration::zero()) {
     return Status::InvalidArgument("retention", "must not be negative");
   }
-  return {};
+  if (options.attempt_history < 0 || options.attempt_history > kMaxAttemptHistory) {
+    return Status::InvalidArgument("attempt_history", "must be between 0 and 100");
+  }
+  if (options.node.size() > kMaxNodeNameBytes) {
+    return Status::InvalidArgument("node", "longer than 200 bytes");
+  }
+  return ValidateText(options.node, "node");
 }
 
 Status ValidateQueueName(std::string_view queue, std::string_view field) {

@@ -35,6 +35,12 @@ struct RunningTask {
   std::optional<Backoff> backoff;
   int64_t sid = 0;  // the schedule it is an occurrence of; 0: none
   std::string key;  // per-key ordering; empty: none
+  // For the attempt it records when it ends (Task::attempts): when it was
+  // claimed (after a restart: the row's last update, the claim or an
+  // extension), who claimed it, and the history before it (stored JSON).
+  Timestamp claimed_at;
+  std::string worker;
+  std::string attempts;
 };
 
 class LeaseTable {

@@ -347,7 +347,7 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
         {"GET",
          "/v1/tasks/{id}",
          Scope::kRead,
-         [](Api& api, C c) { api.GetTask(c.params[0], c.respond); },
+         [](Api& api, C c) { api.GetTask(c.params[0], c.query, c.respond); },
          {}},
         {"DELETE",
          "/v1/tasks/{id}",
@@ -637,8 +637,19 @@ void Api::CreateBatch(const std::string& body, const Respond& respond) {
                                 201));
 }
 
-void Api::GetTask(const std::string& id, const Respond& respond) {
-  ReplyTask(respond)(engine_.Get(id));
+void Api::GetTask(const std::string& id, std::string_view query, const Respond& respond) {
+  bool attempts = false;  // ?attempts=true adds the attempt history
+  Status s = ForEachQueryParam(query, [&attempts](std::string_view key, std::string value) {
+    if (key != "attempts") return UnknownQueryParam(key);
+    if (value != "true" && value != "false") {
+      return Status::InvalidArgument(key, "must be true or false");
+    }
+    attempts = value == "true";
+    return Status();
+  });
+  if (!s.ok()) return respond(ErrorResponse(s));
+  if (!attempts) return ReplyTask(respond)(engine_.Get(id));
+  Reply<Task>(respond, AppendTaskWithAttempts)(engine_.Get(id));
 }
 
 void Api::ListTasks(std::string_view query, const Respond& respond) {

@@ -130,7 +130,7 @@ class Api final : public RequestHandler {
   // One per endpoint; each answers through `respond` exactly once.
   void CreateTask(const std::string& body, const Respond& respond);
   void CreateBatch(const std::string& body, const Respond& respond);
-  void GetTask(const std::string& id, const Respond& respond);
+  void GetTask(const std::string& id, std::string_view query, const Respond& respond);
   void ListTasks(std::string_view query, const Respond& respond);
   void CancelTask(const std::string& id, const std::string& body, const Respond& respond);
   void RetryTask(const std::string& id, const std::string& body, const Respond& respond);

@@ -28,6 +28,7 @@
 #include <variant>
 #include <vector>
 
+#include "chronoq/limits.h"
 #include "chronoq/result.h"
 
 namespace CLI {
@@ -57,6 +58,7 @@ struct DaemonConfig {
   int header_timeout_ms = 10'000;
   int idle_timeout_ms = 120'000;
   int stats_interval_ms = 10'000;
+  int attempt_history = kDefaultAttemptHistory;
   std::string tls_cert;
   std::string tls_key;
   bool cluster = false;

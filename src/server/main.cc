@@ -5,7 +5,7 @@
 //            [--store postgresql://USER@HOST/DB?schema=NAME] [--tls-cert FILE --tls-key FILE]
 //            [--cluster [--node-id ID] [--advertise http://HOST:PORT]
 //             [--cluster-token-file FILE] [--heartbeat-ms 500] [--lease-ms 3000]]
-//            [--config FILE] [--print-config] [--check-config]
+//            [--attempt-history 10] [--config FILE] [--print-config] [--check-config]
 //
 // Every flag has an environment variable and a key of the TOML --config
 // file (CHRONOQ_CONFIG), all named in one table (server/config.h); a flag
@@ -347,6 +347,7 @@ int RunClusterNode(const server::DaemonConfig& config, Startup& startup, sigset_
   node_options.webhook_concurrency = config.webhook_concurrency;
   node_options.webhooks = startup.webhooks;
   node_options.stats_interval = std::chrono::milliseconds(config.stats_interval_ms);
+  node_options.engine.attempt_history = config.attempt_history;
   node_options.run_blocking = [&blocking](std::function<void()> fn) {
     boost::asio::post(blocking, std::move(fn));
   };
@@ -429,6 +430,12 @@ int main(int argc, char** argv) {
 
   EngineOptions engine_options;
   engine_options.store = startup->engine_store;
+  engine_options.attempt_history = config.attempt_history;
+  // Before listening the port is known only when --listen names one.
+  engine_options.node =
+      !config.node_id.empty()
+          ? config.node_id
+          : HostName() + (options.port != 0 ? ":" + std::to_string(options.port) : "");
   auto engine = Engine::Open(engine_options);
   if (!engine.ok()) return Fail(engine.status());
 

@@ -60,6 +60,9 @@ struct TaskRow {
   // The worker that claimed it last, as it named itself (ClaimRequest::worker);
   // kept after the lease ends, for triage.
   std::optional<std::string> worker;
+  // Its last finished attempts (Task::attempts) as a JSON array
+  // (codec EncodeAttempts), oldest first; only Move and MarkSucceeded write it.
+  std::optional<std::string> attempts;
 };
 
 // A schedule as stored. Its definition is one JSON column (schedule_spec.h);
@@ -249,10 +252,10 @@ class Store {
   // Every held lock (as many as are held: few).
   virtual Result<std::vector<LockRow>> LoadLocks() = 0;
 
-  // Inserts a new row (every column but `response`). Returns false (and
-  // writes nothing) when row.name is already taken.
+  // Inserts a new row (every column but `response` and `attempts`). Returns
+  // false (and writes nothing) when row.name is already taken.
   virtual Result<bool> Insert(const TaskRow& row) = 0;
-  // Overwrites every column of the row with row.seq but `response`.
+  // Overwrites every column of the row with row.seq but `response` and `attempts`.
   virtual Status Overwrite(const TaskRow& row) = 0;
   virtual Status Delete(int64_t seq) = 0;
   virtual Result<std::optional<TaskRow>> FindBySeq(int64_t seq) = 0;
@@ -287,11 +290,16 @@ class Store {
     // The row has a key. Say so when it may come to wait to start (scheduled,
     // attempt 0): its key's saved cursor may have to move back.
     bool keyed = false;
+    // The attempt history; unset: keep; empty: none (NULL).
+    std::optional<std::string> attempts;
   };
   virtual Status Move(const Transition& t) = 0;
   // Moves many running rows to succeeded with one purge time: the batched
   // form of Move for acknowledgements (one statement per 64 rows).
-  virtual Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
+  // `attempts[i]` is the new attempt history of seqs[i] (empty: none).
+  // REQUIRES: attempts.size() == seqs.size()
+  virtual Status MarkSucceeded(const std::vector<int64_t>& seqs,
+                               const std::vector<std::string>& attempts, Timestamp purge_at,
                                Timestamp now) = 0;
   // Sets due (a running task's lease end) without touching anything else.
   virtual Status SetDue(int64_t seq, Timestamp due, Timestamp now) = 0;
@@ -371,7 +379,7 @@ class Store {
   // A task row with every column it has, including those the engine writes
   // but never reads back.
   struct StoredTask {
-    TaskRow row;                      // response included
+    TaskRow row;                      // response and attempts included
     std::optional<Timestamp> korder;  // a keyed task's place in its key's line
   };
   // A key's saved cursor (SaveKeyCursor).

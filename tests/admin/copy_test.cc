@@ -170,8 +170,12 @@ class CopyTest : public ::testing::Test {
       EXPECT_EQ(got->updated_at, w.updated_at);
       EXPECT_EQ(got->key, w.key);
       EXPECT_EQ(got->worker, w.worker);
-      // Every claimed task has one to carry.
+      EXPECT_EQ(got->attempts, w.attempts);
+      // Every claimed task has one to carry; every finished attempt a record.
       if (w.attempt > 0) EXPECT_EQ(w.worker, "copier-test:" + w.id);
+      if (w.state == TaskState::kSucceeded || w.state == TaskState::kDead) {
+        EXPECT_EQ(w.attempts.size(), 1u);
+      }
     }
     Result<QueueInfo> q = e.GetQueue("q");
     ASSERT_THAT(q, IsOk());

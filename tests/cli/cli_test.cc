@@ -168,6 +168,47 @@ TEST_F(CliTest, GetShowsEveryField) {
             "payload:      {\"share\":42}\n");
 }
 
+TEST_F(CliTest, GetAttemptsAsksForThemAndPrintsATable) {
+  json task = Task("a", "scheduled");
+  task["attempt"] = 2;
+  task["attempts"] = json::array({json{{"attempt", 1},
+                                       {"started_at", "2026-11-22T03:00:00.000Z"},
+                                       {"ended_at", "2026-11-22T03:00:02.500Z"},
+                                       {"duration_ms", 2500},
+                                       {"node", "host-1:7070"},
+                                       {"worker", "w-1"},
+                                       {"outcome", "failed"},
+                                       {"error", "smtp: 451\nretry later"},
+                                       {"response", "HTTP 500"}},
+                                  json{{"attempt", 2},
+                                       {"started_at", "2026-11-22T03:01:00.000Z"},
+                                       {"ended_at", "2026-11-22T03:01:30.000Z"},
+                                       {"duration_ms", 30000},
+                                       {"node", "host-2:7070"},
+                                       {"worker", nullptr},
+                                       {"outcome", "lease_expired"},
+                                       {"error", "lease expired during attempt 2"},
+                                       {"response", nullptr}}});
+  AnswerAll(Answer(200, task));
+  ASSERT_EQ(Run({"get", "a", "--attempts"}), kExitOk) << err();
+  EXPECT_EQ(OnlyRequest().target, "/v1/tasks/a?attempts=true");
+  EXPECT_THAT(out(), HasSubstr("payload:     {\"share\":42}\n"
+                               "attempts:\n"
+                               "#  OUTCOME        STARTED_AT                DURATION  NODE         "
+                               "WORKER  ERROR/RESPONSE\n"
+                               "1  failed         2026-11-22T03:00:00.000Z  2.5s      host-1:7070  "
+                               "w-1     smtp: 451\n"
+                               "2  lease_expired  2026-11-22T03:01:00.000Z  30.0s     host-2:7070  "
+                               "-       lease expired during attempt 2\n"));
+  // --json prints the answer as is, attempts included.
+  ASSERT_EQ(Run({"get", "a", "--attempts", "--json"}), kExitOk) << err();
+  EXPECT_EQ(json::parse(out()), task);
+  // None yet.
+  AnswerAll(Answer(200, Task("b")));
+  ASSERT_EQ(Run({"get", "b", "--attempts"}), kExitOk) << err();
+  EXPECT_THAT(out(), HasSubstr("attempts: none\n"));
+}
+
 TEST_F(CliTest, GetShowsTheKeyAfterTheQueue) {
   json task = Task("a");
   task["key"] = "user:7";

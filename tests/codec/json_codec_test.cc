@@ -205,6 +205,37 @@ TEST(StoredFormTest, AWebhookTargetIsKeptInItsWireFormAndRoundTrips) {
   EXPECT_EQ(*back, t);
 }
 
+// The attempt history is stored compact: trailing empty texts left out,
+// inner ones null; it reads back as it was (to the millisecond).
+TEST(StoredFormTest, AttemptsRoundTripCompactly) {
+  TaskAttempt first;
+  first.number = 1;
+  first.started_at = Timestamp(std::chrono::milliseconds(1795305600012));
+  first.ended_at = first.started_at + std::chrono::milliseconds(178);
+  first.node = "local";
+  TaskAttempt second = first;
+  second.number = 2;
+  second.outcome = AttemptOutcome::kFailed;
+  second.response = "HTTP 500: \"down\"\n";
+  TaskAttempt third = first;
+  third.number = 3;
+  third.outcome = AttemptOutcome::kLeaseExpired;
+  third.worker = "w";
+  third.error = "lease expired during attempt 3";
+  const std::vector<TaskAttempt> attempts = {first, second, third};
+  const std::string stored = EncodeAttempts(attempts);
+  EXPECT_EQ(stored, R"([[1,1795305600012,178,0,"local"],)"
+                    R"([2,1795305600012,178,1,"local",null,null,"HTTP 500: \"down\"\n"],)"
+                    R"([3,1795305600012,178,2,"local","w","lease expired during attempt 3"]])");
+  Result<std::vector<TaskAttempt>> back = DecodeAttempts(stored);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, attempts);
+  for (const char* bad :
+       {"", "{}", "[{}]", R"([[1,2,3,7,"n"]])", R"([[1,2,3,0]])", R"([[1,2,3,0,"n",5]])"}) {
+    EXPECT_EQ(DecodeAttempts(bad).status().code(), StatusCode::kDataLoss) << bad;
+  }
+}
+
 TEST(StoredFormTest, GarbageIsDataLoss) {
   for (const char* bad :
        {"", "{", R"({"method":"PUT"})", R"({"url":"http://h","headers":[["n"]]})"}) {

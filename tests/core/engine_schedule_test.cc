@@ -567,11 +567,11 @@ TEST_F(EngineScheduleSqliteTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnc
       || '"payload":{},"misfire":"run_once","max_catchup":1,"overlap":"skip"}'
       WHERE name = 'fixed';
     ALTER TABLE tasks DROP COLUMN worker;
-    ALTER TABLE queues DROP COLUMN final_statuses;
+    ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;
     UPDATE meta SET v = 7 WHERE k = 'schema';
   )sql");
   Open();
-  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "10");
+  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "11");
   const Schedule purge = Get("purge");
   EXPECT_EQ(purge.spec.cron, spec.cron);
   EXPECT_EQ(purge.spec.tz, spec.tz);

@@ -187,6 +187,45 @@ TEST_F(ApiTest, ClaimAckFailExtendWithTokens) {
   EXPECT_EQ(after["run_at"], FormatTime(clock_.Now() + 1s));
 }
 
+// GET /v1/tasks/{id}?attempts=true adds the attempt history; without the
+// flag the answer is as before; a bad flag is a 400 naming it.
+TEST_F(ApiTest, GetTaskWithAttemptsShowsTheHistory) {
+  const Task a = Add();
+  const Timestamp claimed = clock_.Now();
+  json leases = Json(Call("POST", "/v1/queues/q/claim", R"({"worker":"w-1"})"))["tasks"];
+  ASSERT_EQ(leases.size(), 1u);
+  clock_.Advance(2s);
+  ASSERT_EQ(
+      Call("POST", "/v1/tasks/" + a.id + "/fail",
+           json({{"token", leases[0]["token"]}, {"error", "smtp 451"}, {"retry_in_ms", 0}}).dump())
+          .status,
+      200);
+
+  const json plain = Json(Call("GET", "/v1/tasks/" + a.id));
+  EXPECT_FALSE(plain.contains("attempts"));
+  EXPECT_EQ(Json(Call("GET", "/v1/tasks/" + a.id + "?attempts=false")), plain);
+  ApiResponse r = Call("GET", "/v1/tasks/" + a.id + "?attempts=true");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json with = Json(r);
+  ASSERT_EQ(with["attempts"].size(), 1u);
+  EXPECT_EQ(with["attempts"][0], json({{"attempt", 1},
+                                       {"started_at", FormatTime(claimed)},
+                                       {"ended_at", FormatTime(claimed + 2s)},
+                                       {"duration_ms", 2000},
+                                       {"node", "local"},
+                                       {"worker", "w-1"},
+                                       {"outcome", "failed"},
+                                       {"error", "smtp 451"},
+                                       {"response", nullptr}}));
+  with.erase("attempts");
+  EXPECT_EQ(with, plain);
+
+  ExpectError(Call("GET", "/v1/tasks/" + a.id + "?attempts=yes"), 400, "invalid_argument",
+              "attempts");
+  ExpectError(Call("GET", "/v1/tasks/" + a.id + "?colour=red"), 400, "invalid_argument", "colour");
+  ExpectError(Call("GET", "/v1/tasks/nope?attempts=true"), 404, "not_found");
+}
+
 // A claim may acknowledge the tasks of the previous one: one request per
 // batch instead of two.
 TEST_F(ApiTest, AClaimAcknowledgesThePreviousClaimsTasks) {

@@ -84,7 +84,7 @@ TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   EXPECT_EQ(db_.QueryText("SELECT string_agg(table_name, ',' ORDER BY table_name)"
                           " FROM information_schema.tables WHERE table_schema = 'chronoq'"),
             "key_cursors,leader,locks,meta,nodes,queues,schedules,tasks");
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "4");
   EXPECT_EQ(db_.QueryText("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                           " WHERE schemaname = 'chronoq' AND indexname NOT LIKE '%pkey'"
                           " AND indexname NOT LIKE '%_key'"),
@@ -110,11 +110,12 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   ASSERT_THAT(store_->Commit(), IsOk());
   store_.reset();
   db_.Exec(
-      "ALTER TABLE chronoq.tasks DROP COLUMN worker;"
+      "ALTER TABLE chronoq.tasks DROP COLUMN worker; ALTER TABLE chronoq.tasks DROP COLUMN "
+      "attempts;"
       " UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "4");
   Result<std::optional<TaskRow>> old = store_->FindBySeq(1);
   ASSERT_THAT(old, IsOk());
   ASSERT_TRUE(old->has_value());
@@ -139,10 +140,11 @@ TEST_F(PostgresStoreTest, AVersion2SchemaGainsFinalStatuses) {
   store_.reset();
   db_.Exec(
       "ALTER TABLE chronoq.queues DROP COLUMN final_statuses;"
+      "ALTER TABLE chronoq.tasks DROP COLUMN claimed, DROP COLUMN node, DROP COLUMN attempts;"
       " UPDATE chronoq.meta SET v = 2 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "3");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "4");
   Result<std::vector<QueueRow>> queues = store_->Queues();
   ASSERT_THAT(queues, IsOk());
   ASSERT_EQ(queues->size(), 1u);
@@ -299,7 +301,8 @@ TEST_F(PostgresStoreTest, APurgeDropsTheCursorsOfKeysWithAnyCharacters) {
         store_->SaveKeyCursor(q, keys[i], KeyPosition{kBase, 0, static_cast<int64_t>(i + 1)}),
         IsOk());
   }
-  ASSERT_THAT(store_->MarkSucceeded(seqs, kNow, kNow), IsOk());
+  ASSERT_THAT(store_->MarkSucceeded(seqs, std::vector<std::string>(seqs.size()), kNow, kNow),
+              IsOk());
   ASSERT_TRUE(store_->Commit().ok());
   EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.key_cursors"), "6");
   ASSERT_TRUE(store_->Begin().ok());

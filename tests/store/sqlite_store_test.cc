@@ -168,7 +168,7 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
       "DROP INDEX tasks_key_retry; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
       "ALTER TABLE tasks DROP COLUMN key;"
       "ALTER TABLE queues DROP COLUMN key_in_flight; ALTER TABLE queues DROP COLUMN key_pending;"
-      "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
+      "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;"
       "UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
@@ -237,12 +237,12 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
           "DROP INDEX tasks_korder; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
           "CREATE INDEX tasks_key ON tasks(qid, key, due, prio)"
           "  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;"
-          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
+          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;"
           "UPDATE meta SET v=6 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "11");
   EXPECT_EQ(QueryText(path, "SELECT count(*) FROM sqlite_master WHERE name='tasks_key'"), "0");
   // The waiting tasks are in line by their due; the started one is not.
   Result<std::vector<DueEntry>> head = (*store)->KeyHeads(qid, "k", std::nullopt, 5);
@@ -274,12 +274,12 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
     ASSERT_TRUE((*store)->Commit().ok());
   }
   ExecRaw(path,
-          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
+          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;"
           "UPDATE meta SET v=8 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "11");
   Result<std::optional<TaskRow>> old = (*store)->FindBySeq(1);
   ASSERT_TRUE(old.ok() && old->has_value());
   EXPECT_EQ((*old)->state, TaskState::kRunning);
@@ -312,11 +312,11 @@ TEST(SqliteStoreMigrationTest, ASchema9DatabaseGainsFinalStatuses) {
     ASSERT_TRUE((*store)->Commit().ok());
   }
   ExecRaw(path,
-          "ALTER TABLE queues DROP COLUMN final_statuses; UPDATE meta SET v=9 WHERE k='schema';");
+          "ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts; UPDATE meta SET v=9 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "10");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "11");
   Result<std::vector<QueueRow>> queues = (*store)->Queues();
   ASSERT_TRUE(queues.ok() && queues->size() == 1u);
   EXPECT_EQ(queues->front().settings.concurrency, 3);

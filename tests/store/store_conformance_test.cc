@@ -887,7 +887,13 @@ TEST_P(StoreConformanceTest, MarkSucceededMovesOnlyRunningRowsInChunks) {
   InsertCommitted(Scheduled(151, q, kNow));
   seqs.push_back(151);  // not running: must stay as it is
   ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_TRUE(store_->MarkSucceeded(seqs, kNow + hours(24), kNow + seconds(1)).ok());
+  // Each row gets its own attempt history (even seqs none).
+  const auto history = [](int64_t seq) {
+    return seq % 2 == 0 ? std::string() : "[{\"attempt\":" + std::to_string(seq) + "}]";
+  };
+  std::vector<std::string> histories;
+  for (int64_t seq : seqs) histories.push_back(history(seq));
+  ASSERT_TRUE(store_->MarkSucceeded(seqs, histories, kNow + hours(24), kNow + seconds(1)).ok());
   ASSERT_TRUE(store_->Commit().ok());
   for (int64_t seq : {int64_t{1}, int64_t{64}, int64_t{65}, int64_t{129}, int64_t{150}}) {
     Result<std::optional<TaskRow>> row = store_->FindBySeq(seq);
@@ -896,11 +902,43 @@ TEST_P(StoreConformanceTest, MarkSucceededMovesOnlyRunningRowsInChunks) {
     EXPECT_EQ((*row)->due, kNow + hours(24)) << seq;
     EXPECT_EQ((*row)->updated, kNow + seconds(1)) << seq;
     EXPECT_FALSE((*row)->token.has_value()) << seq;
+    if (seq % 2 == 0) {
+      EXPECT_EQ((*row)->attempts, std::nullopt) << seq;
+    } else {
+      EXPECT_EQ((*row)->attempts, history(seq)) << seq;
+    }
   }
   Result<std::optional<TaskRow>> scheduled = store_->FindBySeq(151);
   ASSERT_TRUE(scheduled.ok() && scheduled->has_value());
   EXPECT_EQ((*scheduled)->state, TaskState::kScheduled);
   EXPECT_EQ((*scheduled)->due, kNow);
+  EXPECT_EQ((*scheduled)->attempts, std::nullopt);
+}
+
+// Move writes the attempt history only when given one; an empty one clears it.
+TEST_P(StoreConformanceTest, MoveSetsKeepsOrClearsTheAttemptHistory) {
+  const int64_t q = Queue("q");
+  InsertCommitted(Row(1, q, TaskState::kRunning, kNow + seconds(30)));
+  const auto attempts = [&] { return Find(1).value().attempts; };
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_
+                  ->Move({.seq = 1,
+                          .state = TaskState::kScheduled,
+                          .due = kNow,
+                          .now = kNow,
+                          .attempts = R"([{"attempt":1}])"})
+                  .ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(attempts(), R"([{"attempt":1}])");
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(store_->Move({.seq = 1, .state = TaskState::kDead, .now = kNow}).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(attempts(), R"([{"attempt":1}])");
+  ASSERT_TRUE(store_->Begin().ok());
+  ASSERT_TRUE(
+      store_->Move({.seq = 1, .state = TaskState::kDead, .now = kNow, .attempts = ""}).ok());
+  ASSERT_TRUE(store_->Commit().ok());
+  EXPECT_EQ(attempts(), std::nullopt);
 }
 
 TEST_P(StoreConformanceTest, SetDueChangesOnlyDueAndUpdated) {
@@ -1338,7 +1376,7 @@ TEST_P(StoreConformanceTest, AKeysSavedCursorNeverHidesATaskWaitingToStart) {
   // cursor was, are all found.
   Committed([&] {
     for (int64_t seq : {1, 2, 5, 6}) ASSERT_THAT(store_->Delete(seq), IsOk());
-    ASSERT_THAT(store_->MarkSucceeded({3, 4}, kNow, kNow), IsOk());
+    ASSERT_THAT(store_->MarkSucceeded({3, 4}, {"", ""}, kNow, kNow), IsOk());
     Result<Purged> purged = store_->PurgeFinished(kNow, 100);
     ASSERT_THAT(purged, IsOk());
     EXPECT_EQ(purged->rows, 2);

@@ -116,9 +116,9 @@ class FaultyStore final : public Store {
     return inner_->MarkRunningMany(seqs, lease_until, token, now, worker);
   }
   Status Move(const Transition& t) override { return inner_->Move(t); }
-  Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
-                       Timestamp now) override {
-    return inner_->MarkSucceeded(seqs, purge_at, now);
+  Status MarkSucceeded(const std::vector<int64_t>& seqs, const std::vector<std::string>& attempts,
+                       Timestamp purge_at, Timestamp now) override {
+    return inner_->MarkSucceeded(seqs, attempts, purge_at, now);
   }
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
     return inner_->SetDue(seq, due, now);

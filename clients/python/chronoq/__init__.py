@@ -40,6 +40,7 @@ from .lock import Lock
 from .models import (
     AckItem,
     AckResult,
+    Attempt,
     Backoff,
     ClaimResult,
     Duration,
@@ -64,6 +65,7 @@ __all__ = [
     "AckItem",
     "AckResult",
     "AsyncClient",
+    "Attempt",
     "AsyncLock",
     "AsyncWorker",
     "Backoff",

@@ -124,9 +124,9 @@ class AsyncClient:
         """:meth:`chronoq.Client.enqueue_many`."""
         return await self._run(self.sync.enqueue_many, list(tasks), batch_size=batch_size)
 
-    async def get(self, id: str) -> Task:
+    async def get(self, id: str, attempts: bool = False) -> Task:
         """:meth:`chronoq.Client.get`."""
-        return await self._run(self.sync.get, id)
+        return await self._run(self.sync.get, id, attempts)
 
     async def cancel(self, id: str) -> Task:
         """:meth:`chronoq.Client.cancel`."""

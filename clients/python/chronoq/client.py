@@ -319,10 +319,12 @@ class Client:
             raise
         stored._add_answer(answer.body, len(bodies))
 
-    def get(self, id: str) -> Task:
+    def get(self, id: str, attempts: bool = False) -> Task:
         """Returns the task ``id`` (``GET /v1/tasks/{id}``); raises
-        :class:`~chronoq.NotFound`."""
-        return Task.from_json(self._call("GET", f"/v1/tasks/{_seg(id)}"))
+        :class:`~chronoq.NotFound`. With ``attempts``, its ``attempts`` holds
+        its last finished attempts (``?attempts=true``)."""
+        query = "?attempts=true" if attempts else ""
+        return Task.from_json(self._call("GET", f"/v1/tasks/{_seg(id)}{query}"))
 
     def cancel(self, id: str) -> Task:
         """Cancels a scheduled task (``DELETE /v1/tasks/{id}``) and returns it.

@@ -163,6 +163,40 @@ class RateLimit:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One finished attempt of a task (``Client.get(id, attempts=True)``)."""
+
+    #: the task's attempt number at that claim (1 again after a retry by hand)
+    attempt: int
+    started_at: Optional[datetime]
+    ended_at: Optional[datetime]
+    duration_ms: int
+    #: the chronoqd that ended it (its ``--node-id``)
+    node: str
+    #: ``succeeded``, ``failed`` or ``lease_expired``
+    outcome: str
+    worker: Optional[str] = None
+    #: the failure's error, or the webhook response given with it (first 1,024 bytes each)
+    error: Optional[str] = None
+    response: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> "Attempt":
+        o = _object(value, "attempt")
+        return cls(
+            attempt=_opt_int(o.get("attempt")) or 0,
+            started_at=parse_time(o.get("started_at")),
+            ended_at=parse_time(o.get("ended_at")),
+            duration_ms=_opt_int(o.get("duration_ms")) or 0,
+            node=_opt_str(o.get("node")) or "",
+            outcome=_opt_str(o.get("outcome")) or "",
+            worker=_opt_str(o.get("worker")),
+            error=_opt_str(o.get("error")),
+            response=_opt_str(o.get("response")),
+        )
+
+
+@dataclass(frozen=True)
 class Task:
     """A task as chronoqd shows it (``GET /v1/tasks/{id}``)."""
 
@@ -183,6 +217,8 @@ class Task:
     last_response: Optional[str] = None
     #: who holds the task's lease or last held it (the ``worker`` of the claim)
     worker: Optional[str] = None
+    #: its last finished attempts, oldest first; only from ``get(id, attempts=True)``
+    attempts: Optional[List[Attempt]] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -191,6 +227,7 @@ class Task:
         if not isinstance(o.get("id"), str) or not isinstance(o.get("queue"), str):
             raise InternalError(f"task without id or queue: {o!r}", code="bad_response")
         target = o.get("target")
+        attempts = o.get("attempts")
         return dict(
             id=o["id"],
             queue=o["queue"],
@@ -208,6 +245,7 @@ class Task:
             target=target if isinstance(target, dict) else None,
             last_response=_opt_str(o.get("last_response")),
             worker=_opt_str(o.get("worker")),
+            attempts=[Attempt.from_json(a) for a in attempts] if isinstance(attempts, list) else None,
             raw=o,
         )
 

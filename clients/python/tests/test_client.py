@@ -203,6 +203,17 @@ def test_claim_carries_acks(client: Client, q: str) -> None:
     client.ack_many([second.tasks[0]])
 
 
+def test_get_with_attempts_shows_the_history(client: Client, q: str) -> None:
+    client.enqueue(q, 1, id=q + "-a1", max_attempts=2)
+    lease = client.claim(q, worker="host-a:1").tasks[0]
+    client.fail(lease.id, lease.token, "smtp: 451", retry_in=0)
+    assert client.get(lease.id).attempts is None  # not asked for
+    [a] = client.get(lease.id, attempts=True).attempts
+    assert (a.attempt, a.outcome, a.worker, a.error, a.response) == (
+        1, "failed", "host-a:1", "smtp: 451", None)
+    assert a.started_at is not None and a.ended_at is not None and a.duration_ms >= 0 and a.node
+
+
 def test_claim_names_the_worker(client: Client, q: str) -> None:
     client.enqueue(q, 1, id=q + "-w1")
     client.enqueue(q, 2, id=q + "-w2")

@@ -3,7 +3,7 @@
 // the page's own status area.
 import { taskActions, taskPath } from "./actions.js";
 import { api, ApiError } from "./api.js";
-import { confirmAction, el, main, refresh, report, showFieldError } from "./dom.js";
+import { confirmAction, el, main, refresh, report, showFieldError, tableWrap, updateRows } from "./dom.js";
 import { formatIn, formatMs, fromLocalInput, toLocalInput } from "./format.js";
 
 /** Header names whose values are secrets: shown masked. */
@@ -19,10 +19,28 @@ function target(t) {
       el("li", {}, `${k}: ${SECRET_HEADER.test(k) ? "•••••• (hidden)" : v}`))) : null);
 }
 
+/** One finished attempt: its error, else its webhook response, in the last cell. */
+function attemptRow(a) {
+  const detail = a.error ?? a.response ?? "–";
+  return el("tr", {},
+    el("td", {}, a.attempt), el("td", { class: a.outcome === "succeeded" ? "" : "dead" }, a.outcome),
+    el("td", { title: a.started_at }, formatIn(a.started_at, "local")),
+    el("td", {}, formatMs(a.duration_ms)), el("td", {}, a.node), el("td", {}, a.worker ?? "–"),
+    el("td", { class: "error-text" }, detail));
+}
+
 export function taskPage(id) {
   const details = el("dl", { class: "task" });
   const error = el("pre", { class: "error-text" });
   const payload = el("pre", { id: "task-payload" });
+  // The last attempts, oldest first (GET /v1/tasks/{id}?attempts=true).
+  const attemptRows = el("tbody");
+  const attemptTable = tableWrap("Attempts", el("table", { id: "task-attempts", class: "attempts" },
+    el("thead", {}, el("tr", {}, ...["#", "outcome", "started", "took", "node", "worker",
+      "error or response"].map((h) => el("th", { scope: "col" }, h)))),
+    attemptRows));
+  const noAttempts = el("p", { class: "empty" }, "None finished yet.");
+  const attempts = el("div", { id: "task-attempts-area" });
   const title = el("h1", { id: "task-title" }, id);
   const back = el("p", {});
   const actions = el("p", { class: "buttons", id: "task-actions" });
@@ -104,6 +122,9 @@ export function taskPage(id) {
         ? row("last response", t.last_response || "none yet", { id: "task-response" }) : []),
       ...row("created", local(t.created_at)), ...row("updated", local(t.updated_at)));
     error.textContent = t.last_error || "–";
+    const finished = t.attempts || [];
+    attempts.replaceChildren(finished.length ? attemptTable : noAttempts);
+    updateRows(attemptRows, finished, (a) => a.started_at + "/" + a.ended_at, attemptRow);
     payload.textContent = JSON.stringify(t.payload, null, 2);
     // The buttons and the reschedule form change only with the state, so
     // that one being used is not replaced under the pointer.
@@ -120,7 +141,7 @@ export function taskPage(id) {
 
   async function update() {
     if (purged) return;
-    show(await api("GET", taskPath(id)));
+    show(await api("GET", `${taskPath(id)}?attempts=true`));
   }
 
   return {
@@ -130,6 +151,7 @@ export function taskPage(id) {
         back, title, details,
         el("h2", {}, "Actions"), actions, reschedule, outcome,
         el("h2", {}, "Last error"), error,
+        el("h2", {}, "Attempts"), attempts,
         el("h2", {}, "Payload"), payload));
     },
     update,

@@ -67,7 +67,7 @@ namespace {
 
 using namespace pg;  // NOLINT(google-build-using-namespace): the store is written in its terms
 
-constexpr int64_t kSchemaVersion = 3;
+constexpr int64_t kSchemaVersion = 4;
 // The oldest server the statements are written for (identity columns,
 // ON CONFLICT, DROP DATABASE ... WITH (FORCE) in the tests).
 constexpr int kMinServerVersion = 120000;
@@ -132,7 +132,10 @@ CREATE TABLE IF NOT EXISTS tasks(
   target TEXT,
   last_error BYTEA,
   response BYTEA,
-  worker TEXT);
+  worker TEXT,
+  claimed BIGINT,
+  node TEXT,
+  attempts TEXT);
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks(state, ((due >> 28)::integer), seq);
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
 CREATE INDEX IF NOT EXISTS tasks_korder ON tasks(qid, key, korder, prio, seq)
@@ -188,15 +191,15 @@ CREATE TABLE IF NOT EXISTS nodes(
   address TEXT NOT NULL,
   role TEXT NOT NULL,
   version TEXT NOT NULL);
-INSERT INTO meta(k, v) VALUES('schema', 3), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
+INSERT INTO meta(k, v) VALUES('schema', 4), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
 )sql";
 
 // The task columns in TaskAt() order.
 #define CHRONOQ_PG_TASK_COLS                                                              \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
-  "t.response, t.sid, t.key, t.worker"
-constexpr int kTaskColumns = 20;
+  "t.response, t.sid, t.key, t.worker, t.attempts"
+constexpr int kTaskColumns = 21;
 
 // The schedule columns in ScheduleAt() order.
 #define CHRONOQ_PG_SCHEDULE_COLS                                                           \
@@ -226,6 +229,7 @@ TaskRow TaskAt(const Rows& rows, int i) {
   r.sid = rows.OptInt(i, 17);
   r.key = rows.OptText(i, 18);
   r.worker = rows.OptText(i, 19);
+  r.attempts = rows.OptText(i, 20);
   return r;
 }
 
@@ -328,12 +332,15 @@ constexpr Sql kMove{
     " due=$3, last_error=coalesce($4::bytea, last_error), attempt=coalesce($5::integer, attempt),"
     " token=CASE WHEN $2::integer=1 THEN token ELSE NULL END, updated=$6,"
     " korder=CASE WHEN key IS NOT NULL AND $2::integer=0 AND coalesce($5::integer, attempt)=0"
-    "             THEN $3::bigint ELSE korder END"
+    "             THEN $3::bigint ELSE korder END,"
+    " attempts=CASE WHEN $7::text IS NULL THEN attempts ELSE nullif($7::text, '') END"
     " WHERE seq=$1"};
+// Each row's attempt history comes paired with its seq ('' for none).
 constexpr Sql kMarkSucceeded{
     "mark_succeeded",
-    "UPDATE tasks SET state=2, due=$1, token=NULL, updated=$2"
-    " WHERE seq = ANY($3::bigint[]) AND " CHRONOQ_PG_STATE_IS("state", "1")};
+    "UPDATE tasks AS t SET state=2, due=$1, token=NULL, updated=$2, attempts=nullif(v.a, '')"
+    " FROM unnest($3::bigint[], $4::text[]) AS v(seq, a)"
+    " WHERE t.seq = v.seq AND " CHRONOQ_PG_STATE_IS("t.state", "1")};
 constexpr Sql kSetDue{"set_due", "UPDATE tasks SET due=$2, updated=$3 WHERE seq=$1"};
 constexpr Sql kSetPayload{"set_payload", "UPDATE tasks SET payload=$2 WHERE seq=$1"};
 constexpr Sql kSetResponse{"set_response", "UPDATE tasks SET response=$2 WHERE seq=$1"};
@@ -635,8 +642,8 @@ class CopyLine {
 
 constexpr char kImportTasks[] =
     "COPY tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at, token,"
-    " last_error, updated, backoff_base, backoff_cap, target, response, sid, key, worker, korder)"
-    " FROM STDIN";
+    " last_error, updated, backoff_base, backoff_cap, target, response, sid, key, worker, korder,"
+    " attempts) FROM STDIN";
 constexpr char kImportQueues[] =
     "COPY queues(qid, name, paused, webhooks, concurrency, max_attempts, backoff_base,"
     " backoff_cap, retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead,"
@@ -696,6 +703,16 @@ Status MigrateInTransaction(Connection& conn, const std::string& schema) {
         conn.Run("ALTER TABLE queues ADD COLUMN IF NOT EXISTS final_statuses TEXT; UPDATE meta "
                  "SET v=3 WHERE k='schema'",
                  "migrate schema " + schema + " to version 3"));
+  }
+  // Version 3 -> 4: the claim of each task's last attempt (its time and the
+  // engine that granted it) and its earlier finished attempts
+  // (Task::attempts). Rewrites no row either.
+  if (v <= 3) {
+    CHRONOQ_RETURN_IF_ERROR(
+        conn.Run("ALTER TABLE tasks ADD COLUMN IF NOT EXISTS claimed BIGINT, ADD COLUMN IF NOT "
+                 "EXISTS node TEXT, ADD COLUMN IF NOT EXISTS attempts TEXT; UPDATE meta SET v=4 "
+                 "WHERE k='schema'",
+                 "migrate schema " + schema + " to version 4"));
   }
   return {};  // a newer version is left alone: LoadMeta refuses it
 }
@@ -956,15 +973,17 @@ class PostgresStore final : public Store {
     Params p;
     p.Int(t.seq).Int(static_cast<int64_t>(t.state)).OptTime(t.due).OptBytes(t.last_error);
     p.OptInt(t.attempt ? std::optional<int64_t>(*t.attempt) : std::nullopt).Time(t.now);
+    p.OptText(t.attempts);
     CHRONOQ_RETURN_IF_ERROR(writer_.Exec(kMove, p, "update task").status());
     return t.keyed && t.state == TaskState::kScheduled ? LowerKeyCursors({t.seq}) : Status();
   }
 
-  Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
-                       Timestamp now) override {
+  Status MarkSucceeded(const std::vector<int64_t>& seqs, const std::vector<std::string>& attempts,
+                       Timestamp purge_at, Timestamp now) override {
     if (seqs.empty()) return {};
     return writer_
-        .Exec(kMarkSucceeded, Params().Time(purge_at).Time(now).Ints(seqs), "acknowledge tasks")
+        .Exec(kMarkSucceeded, Params().Time(purge_at).Time(now).Ints(seqs).Texts(attempts),
+              "acknowledge tasks")
         .status();
   }
 
@@ -1304,7 +1323,7 @@ class PostgresStore final : public Store {
       line.OptInt(r.token ? std::optional<int64_t>(static_cast<int64_t>(*r.token)) : std::nullopt);
       line.OptBytes(r.last_error).OptTime(r.updated).OptDuration(r.backoff_base);
       line.OptDuration(r.backoff_cap).OptText(r.target).OptBytes(r.response).OptInt(r.sid);
-      line.OptText(r.key).OptText(r.worker).OptTime(t.korder);
+      line.OptText(r.key).OptText(r.worker).OptTime(t.korder).OptText(r.attempts);
       CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kImportTasks, line.End()));
     }
     return writer_.Flush();

@@ -76,7 +76,10 @@ CREATE TABLE IF NOT EXISTS tasks(
   sid INTEGER,
   key TEXT,
   korder INTEGER,
-  worker TEXT);
+  worker TEXT,
+  claimed INTEGER,
+  node TEXT,
+  attempts TEXT);
 CREATE INDEX IF NOT EXISTS tasks_due ON tasks(state, (due >> 28));
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_name ON tasks(name) WHERE name IS NOT NULL;
 CREATE TABLE IF NOT EXISTS schedules(
@@ -111,7 +114,7 @@ CREATE TABLE IF NOT EXISTS key_cursors(
   prio INTEGER NOT NULL,
   seq INTEGER NOT NULL,
   PRIMARY KEY(qid, key)) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 10), ('next_token', 1);
+INSERT OR IGNORE INTO meta(k, v) VALUES('schema', 11), ('next_token', 1);
 )sql";
 
 // The indexes of keyed tasks (store.h), created after any migration added
@@ -127,7 +130,7 @@ CREATE INDEX IF NOT EXISTS tasks_key_retry ON tasks(qid)
   WHERE key IS NOT NULL AND state = 0 AND attempt > 0;
 )sql";
 
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 
 // Schema 1 -> 2: queue settings, paused flag and counts; task targets. The
 // columns are added in the order kSchema declares them, so a migrated database
@@ -256,6 +259,16 @@ ALTER TABLE queues ADD COLUMN final_statuses TEXT;
 UPDATE meta SET v=10 WHERE k='schema';
 )sql";
 
+// Schema 10 -> 11: the claim of each task's last attempt (its time and the
+// engine that granted it) and its earlier finished attempts (Task::attempts).
+// ADD COLUMN rewrites no row.
+constexpr const char* kMigrateFrom10 = R"sql(
+ALTER TABLE tasks ADD COLUMN claimed INTEGER;
+ALTER TABLE tasks ADD COLUMN node TEXT;
+ALTER TABLE tasks ADD COLUMN attempts TEXT;
+UPDATE meta SET v=11 WHERE k='schema';
+)sql";
+
 // Rows per batched claim or acknowledgement statement ("seq IN (...)"); unused
 // slots are bound to NULL, which matches nothing. Fewer statements per task
 // was worth about a third of the claim/ack path's time.
@@ -275,7 +288,7 @@ constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
 #define CHRONOQ_TASK_COLS                                                                 \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
-  "t.response, t.sid, t.key, t.worker"
+  "t.response, t.sid, t.key, t.worker, t.attempts"
 // A task with its queue's name and its schedule's (empty if none), for readers.
 #define CHRONOQ_READ_COLS                                                  \
   "SELECT " CHRONOQ_TASK_COLS ", q.name, coalesce(s.name, '') FROM tasks t" \
@@ -432,6 +445,7 @@ class Stmt {
     r.sid = OptInt(17);
     r.key = OptText(18);
     r.worker = OptText(19);
+    r.attempts = OptText(20);
     return r;
   }
 
@@ -618,7 +632,11 @@ class SqliteStore final : public Store {
       s = Exec(writer_, kMigrateFrom8);
       version = 9;
     }
-    if (s.ok() && version == 9) s = Exec(writer_, kMigrateFrom9);
+    if (s.ok() && version == 9) {
+      s = Exec(writer_, kMigrateFrom9);
+      version = 10;
+    }
+    if (s.ok() && version == 10) s = Exec(writer_, kMigrateFrom10);
     if (s.ok()) s = Exec(writer_, "COMMIT");
     if (!s.ok()) Exec(writer_, "ROLLBACK").IgnoreError();
     return s;
@@ -800,17 +818,20 @@ class SqliteStore final : public Store {
     Stmt& s = w_.move.Reset();
     s.Bind(1, t.seq).Bind(2, static_cast<int64_t>(t.state)).Bind(3, t.due).Bind(4, t.last_error);
     if (t.attempt.has_value()) s.Bind(5, static_cast<int64_t>(*t.attempt));
-    s.Bind(6, t.now);
+    s.Bind(6, t.now).Bind(7, t.attempts);
     CHRONOQ_RETURN_IF_ERROR(s.Run("update task"));
     return t.keyed && t.state == TaskState::kScheduled ? LowerKeyCursor(t.seq) : Status();
   }
 
-  Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
-                       Timestamp now) override {
+  Status MarkSucceeded(const std::vector<int64_t>& seqs, const std::vector<std::string>& attempts,
+                       Timestamp purge_at, Timestamp now) override {
     for (size_t i = 0; i < seqs.size(); i += kRowBatch) {
       Stmt& s = w_.mark_succeeded.Reset().Bind(1, purge_at).Bind(2, now);
       const size_t n = std::min(seqs.size() - i, static_cast<size_t>(kRowBatch));
-      for (size_t k = 0; k < n; ++k) s.Bind(static_cast<int>(3 + k), seqs[i + k]);
+      for (size_t k = 0; k < n; ++k) {
+        s.Bind(static_cast<int>(3 + k), seqs[i + k]);
+        s.Bind(static_cast<int>(3 + kRowBatch + k), attempts[i + k]);
+      }
       CHRONOQ_RETURN_IF_ERROR(s.Run("acknowledge tasks"));
     }
     return {};
@@ -1170,7 +1191,7 @@ class SqliteStore final : public Store {
     s.Bind(1, after_seq).Bind(2, static_cast<int64_t>(limit));
     std::vector<StoredTask> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Row(), s.OptTime(20)});
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Row(), s.OptTime(21)});
     if (rc != SQLITE_DONE) return WriterError("export tasks");
     return out;
   }
@@ -1180,11 +1201,11 @@ class SqliteStore final : public Store {
         writer_,
         "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key,"
-        " worker, response, korder) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,"
-        "?16,?17,?18,?19,?20,?21)"));
+        " worker, response, korder, attempts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
+        "?14,?15,?16,?17,?18,?19,?20,?21,?22)"));
     for (const StoredTask& t : rows) {
       BindAll(s.Reset(), t.row);
-      s.Bind(20, t.row.response).Bind(21, t.korder);
+      s.Bind(20, t.row.response).Bind(21, t.korder).Bind(22, t.row.attempts);
       CHRONOQ_RETURN_IF_ERROR(ImportStep(s, "import task " + std::to_string(t.row.seq)));
     }
     return {};
@@ -1248,7 +1269,7 @@ class SqliteStore final : public Store {
 
  private:
   static std::optional<ReadRow> ReadRowOf(const Stmt& s) {
-    return ReadRow{s.Row(), s.Text(20), s.Text(21)};
+    return ReadRow{s.Row(), s.Text(21), s.Text(22)};
   }
   // seq, qid, due, prio at columns 0-3.
   static DueEntry DueEntryOf(const Stmt& s) {
@@ -1386,9 +1407,16 @@ class SqliteStore final : public Store {
   Status Prepare() {
     // "+state" keeps the planner on rowid lookups for the IN list instead of
     // scanning the (state, bucket) index.
+    // Each row's attempt history is picked by seq: ?(3+k) names a row,
+    // ?(3+kRowBatch+k) its history ('' for none).
+    std::string attempts_case = "CASE seq";
+    for (int k = 0; k < kRowBatch; ++k) {
+      attempts_case +=
+          " WHEN ?" + std::to_string(3 + k) + " THEN ?" + std::to_string(3 + kRowBatch + k);
+    }
     const std::string mark_succeeded_sql =
-        "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2 WHERE +state=1 AND seq IN " +
-        InList(3);
+        "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2, attempts=nullif(" +
+        attempts_case + " END, '') WHERE +state=1 AND seq IN " + InList(3);
     const std::string mark_running_sql =
         "UPDATE tasks SET state=1, run_at=due, due=?1, token=?2, attempt=attempt+1, updated=?3,"
         " worker=?4 WHERE +state=0 AND seq IN " +
@@ -1452,7 +1480,8 @@ class SqliteStore final : public Store {
          " due=?3, last_error=coalesce(?4, last_error), attempt=coalesce(?5, attempt),"
          " token=CASE WHEN ?2=1 THEN token ELSE NULL END, updated=?6,"
          " korder=CASE WHEN key IS NOT NULL AND ?2=0 AND coalesce(?5, attempt)=0 THEN ?3"
-         " ELSE korder END WHERE seq=?1"},
+         " ELSE korder END, attempts=CASE WHEN ?7 IS NULL THEN attempts ELSE nullif(?7, '') END"
+         " WHERE seq=?1"},
         {&w_.set_due, "UPDATE tasks SET due=?2, updated=?3 WHERE seq=?1"},
         {&w_.mark_succeeded, mark_succeeded_sql.c_str()},
         {&w_.set_payload, "UPDATE tasks SET payload=?2 WHERE seq=?1"},

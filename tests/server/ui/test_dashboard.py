@@ -21,6 +21,7 @@ import os
 import queue
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -449,6 +450,14 @@ def confirm(driver: WebDriver) -> None:
     driver.find_element(By.ID, "confirm-ok").click()
 
 
+def attempt_rows(driver: WebDriver) -> List[List[str]]:
+    """The task page's attempts table: each row's cells' text."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('#task-attempts tbody tr')].map(tr =>"
+        " [...tr.querySelectorAll('td')].map(td => td.innerText))")
+    return [list(r) for r in rows]
+
+
 def task_rows(driver: WebDriver) -> List[List[str]]:
     """The task browser's rows: the task id, then each cell's text (one script, see cell_texts)."""
     rows = driver.execute_script(
@@ -480,6 +489,12 @@ def test_a_dead_task_found_in_the_browser_is_retried_and_succeeds(browser: WebDr
     assert '"days": 30' in text_of(browser, "#task-payload")
     assert "disk full" in text_of(browser, "pre.error-text")
     assert text_of(browser, "#task-worker") == "nightly-purge:4242"  # who ran it last
+    # Its one attempt: failed, by that worker, with the error, on this chronoqd (its host
+    # name alone: it listens on port 0, so its port is not known when its engine opens).
+    [attempt] = wait_until(lambda: attempt_rows(browser), "the attempts table")
+    number, outcome, _started, _took, node, worker, detail = attempt
+    assert (number, outcome, worker, detail) == ("1", "failed", "nightly-purge:4242", "disk full")
+    assert node == socket.gethostname(), node
     screenshot(browser, "task")
     browser.execute_script(
         "document.querySelector('button[data-action=retry][data-task=\"' + arguments[0] + '\"]')"
@@ -499,6 +514,10 @@ def test_a_dead_task_found_in_the_browser_is_retried_and_succeeds(browser: WebDr
     c.ack(lease["id"], lease["token"])
     wait_until(lambda: text_of(browser, "#task-state") == "succeeded",
                "the task's page to show it succeeded")
+    # The retry by hand kept the history; the new attempt is number 1 again.
+    rows = wait_until(lambda: len(attempt_rows(browser)) == 2 and attempt_rows(browser),
+                      "the page to show the second attempt")
+    assert rows[1][:2] == ["1", "succeeded"] and rows[1][5] == "nightly-purge:5151", rows
 
 
 def js(driver: WebDriver, script: str, *args: Any) -> Any:

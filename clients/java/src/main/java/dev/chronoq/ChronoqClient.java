@@ -315,6 +315,25 @@ public final class ChronoqClient implements AutoCloseable {
     }
 
     /**
+     * {@link #get(String)} with the task's last finished attempts in {@link Task#attempts()}
+     * ({@code GET /v1/tasks/{id}?attempts=true}).
+     *
+     * @param id task id
+     * @return the task with its attempts
+     * @throws NotFoundException if there is none
+     */
+    public Task getWithAttempts(String id) { return unwrapJoin(getWithAttemptsAsync(id)); }
+
+    /**
+     * @param id task id
+     * @return the task with its attempts, asynchronously
+     */
+    public CompletableFuture<Task> getWithAttemptsAsync(String id) {
+        return callAsync("GET", "/v1/tasks/" + Json.seg(id) + "?attempts=true", null, false, null)
+                .thenApply(Task::new);
+    }
+
+    /**
      * Cancels a scheduled task.
      *
      * @param id task id

@@ -3,6 +3,8 @@ package dev.chronoq;
 import com.fasterxml.jackson.databind.JsonNode;
 
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * A task as chronoqd returns it; a claimed task (a lease) also has {@link #token()} and
@@ -82,6 +84,17 @@ public final class Task {
      *     null when no claim named one
      */
     public String worker() { return Json.text(raw, "worker"); }
+    /**
+     * @return its last finished attempts, oldest first; null unless read with
+     *     {@link ChronoqClient#getWithAttempts(String)}
+     */
+    public List<Attempt> attempts() {
+        JsonNode a = raw.get("attempts");
+        if (a == null || !a.isArray()) return null;
+        List<Attempt> out = new ArrayList<>();
+        for (JsonNode item : a) out.add(new Attempt(item));
+        return out;
+    }
     /**
      * @return creation time (null on a lease)
      */

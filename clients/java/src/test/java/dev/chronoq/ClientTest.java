@@ -177,6 +177,25 @@ class ClientTest extends ServerTest {
         assertTrue(g.runAt().isAfter(Instant.now().plus(Duration.ofMinutes(50))));
     }
 
+    // C16: getWithAttempts shows the attempt history; get leaves it out
+    @Test
+    void c16_getWithAttemptsShowsTheHistory() {
+        client.enqueue(TaskSpec.builder("c16").id("c16-a").build());
+        Task t = client.claim("c16", 1, Duration.ofSeconds(30), Duration.ZERO, List.of(), "host-a:1").tasks().get(0);
+        client.fail(t.id(), t.token(), "S3 said 503", Duration.ofHours(1));
+        assertNull(client.get("c16-a").attempts());
+        List<Attempt> attempts = client.getWithAttempts("c16-a").attempts();
+        assertEquals(1, attempts.size());
+        Attempt a = attempts.get(0);
+        assertEquals(1, a.attempt());
+        assertEquals("failed", a.outcome());
+        assertEquals("host-a:1", a.worker());
+        assertEquals("S3 said 503", a.error());
+        assertNull(a.response());
+        assertFalse(a.node().isEmpty());
+        assertFalse(a.endedAt().isBefore(a.startedAt()));
+    }
+
     // C15: a claim's worker name shows on the task, and stays after the ack; empty names nobody;
     // a bad name is invalid_argument on field worker
     @Test
