@@ -93,7 +93,7 @@ struct EngineOptions {
 
   // Finished attempts kept per task (Task::attempts), 0-100; 0 keeps none.
   int attempt_history = kDefaultAttemptHistory;
-  // This engine's name in the attempts it records (TaskAttempt::node), at
+  // This engine's name in the attempts it grants (TaskAttempt::node), at
   // most 200 bytes: chronoqd uses its cluster node id, else HOST:PORT.
   std::string node = "local";
 };

@@ -88,10 +88,10 @@ struct TaskSpec {
   std::string key;
 };
 
-// How one attempt (a claim) ended. A running task cannot be cancelled, so
-// these are all the ways: an acknowledgement, a failure (which retries the
-// task, or buries it when it was the last attempt), or its lease lapsing
-// (likewise).
+// How one attempt (a claim) ended: an acknowledgement, a failure (which
+// retries the task, buries it when it was the last attempt or its status is
+// final, or cancels it on a webhook's 410 Gone), or its lease lapsing
+// (retried or buried likewise).
 enum class AttemptOutcome { kSucceeded = 0, kFailed = 1, kLeaseExpired = 2 };
 // "succeeded", "failed", "lease_expired".
 std::string_view AttemptOutcomeName(AttemptOutcome outcome);
@@ -103,7 +103,7 @@ struct TaskAttempt {
   int number = 0;        // Task::attempt at the claim (starts at 1 again after a retry by hand)
   Timestamp started_at;  // the claim (after a restart, the lease's last extension)
   Timestamp ended_at;    // the acknowledgement, failure or lapse
-  std::string node;      // the engine that ended it: EngineOptions::node
+  std::string node;      // the engine that granted the claim: EngineOptions::node
   std::string worker;    // who claimed it (ClaimRequest::worker); empty: nobody named
   AttemptOutcome outcome = AttemptOutcome::kSucceeded;
   std::string error;     // a failure's error, or the lapse; first 1,024 bytes
@@ -137,8 +137,9 @@ struct Task {
   std::optional<std::string> last_response;
   std::string key;  // empty: none
   // Its last finished attempts, oldest first: at most
-  // EngineOptions::attempt_history of them, and kMaxAttemptHistoryBytes in
-  // all (chronoq/limits.h). Purged with the task.
+  // EngineOptions::attempt_history of them; those that failed or lapsed
+  // within kMaxAttemptHistoryBytes (chronoq/limits.h), plus a succeeded
+  // task's last one. Purged with the task.
   std::vector<TaskAttempt> attempts;
   // The schedule this task is an occurrence of, while that schedule exists
   // (read by Get and List; empty otherwise).

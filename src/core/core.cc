@@ -33,8 +33,11 @@ RunningTask RunningFromRow(const TaskRow& row) {
                 row.sid.value_or(0),
                 row.key.value_or("")};
   if (row.backoff_base && row.backoff_cap) t.backoff = Backoff{*row.backoff_base, *row.backoff_cap};
-  t.claimed_at = row.updated.value_or(Timestamp());
+  // Rows claimed before schema 11 have no claim time: their last update (the
+  // claim or an extension) stands in.
+  t.claimed_at = row.claimed.value_or(row.updated.value_or(Timestamp()));
   t.worker = row.worker.value_or("");
+  t.node = row.node.value_or("");
   t.attempts = row.attempts.value_or("");
   return t;
 }
@@ -98,7 +101,7 @@ std::string AppendAttemptHistory(const std::string& history, const TaskAttempt& 
   return out;
 }
 
-Task TaskFromRow(const TaskRow& row, const std::string& queue) {
+Task TaskFromRow(const TaskRow& row, const std::string& queue, int attempt_history) {
   Task t;
   t.id = row.name.value_or(FormatGeneratedId(row.seq));
   t.queue = queue;
@@ -120,12 +123,28 @@ Task TaskFromRow(const TaskRow& row, const std::string& queue) {
   if (row.target) t.target = StoredTarget(*row.target);
   t.key = row.key.value_or("");
   t.worker = row.worker.value_or("");
-  if (row.attempts) t.attempts = StoredAttempts(*row.attempts);
+  if (attempt_history > 0) {
+    if (row.attempts) t.attempts = StoredAttempts(*row.attempts);
+    if (row.state == TaskState::kSucceeded && row.claimed && row.updated) {
+      TaskAttempt& a = t.attempts.emplace_back();
+      a.number = row.attempt;
+      a.started_at = *row.claimed;
+      a.ended_at = *row.updated;
+      a.node = row.node.value_or("");
+      a.worker = t.worker;
+      a.outcome = AttemptOutcome::kSucceeded;
+      if (row.response) a.response = TruncateUtf8(*row.response, kMaxAttemptExcerptBytes);
+    }
+    const size_t keep = static_cast<size_t>(attempt_history);
+    if (t.attempts.size() > keep) {
+      t.attempts.erase(t.attempts.begin(), t.attempts.end() - static_cast<ptrdiff_t>(keep));
+    }
+  }
   return t;
 }
 
-Task TaskFromRead(const Store::ReadRow& read) {
-  Task t = TaskFromRow(read.row, read.queue);
+Task TaskFromRead(const Store::ReadRow& read, int attempt_history) {
+  Task t = TaskFromRow(read.row, read.queue, attempt_history);
   t.schedule = read.schedule;
   return t;
 }
@@ -303,7 +322,9 @@ Result<TaskRow> Core::FindOrNotFound(const std::string& id) {
   return std::move(*row);
 }
 
-Task Core::ToTask(const TaskRow& row) const { return TaskFromRow(row, QueueName(row.qid)); }
+Task Core::ToTask(const TaskRow& row) const {
+  return TaskFromRow(row, QueueName(row.qid), options_.attempt_history);
+}
 
 const RunningTask* Core::Leased(const std::string& id, uint64_t token) const {
   const RunningTask* task = leases_.FindById(id);
@@ -658,7 +679,8 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
   std::vector<int64_t> seqs;
   seqs.reserve(keys.size());
   for (const Window::Key& k : keys) seqs.push_back(k.seq);
-  Result<std::vector<TaskRow>> claimed = store_.MarkRunningMany(seqs, until, token, now, worker);
+  Result<std::vector<TaskRow>> claimed =
+      store_.MarkRunningMany(seqs, until, token, now, worker, options_.node);
   if (!claimed.ok()) return restore(claimed.status());
   std::vector<TaskRow>& rows = *claimed;
   // The rows come back in seq order; leases go out in due order. The window
@@ -712,7 +734,6 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   out.reserve(acks.size());
   std::vector<int64_t> seqs;
   std::vector<int64_t> qids;
-  std::vector<std::string> histories;  // each acknowledged task's attempts, with this one
   // Acknowledged occurrences of schedules, which their schedules hear of.
   struct Occurrence {
     int64_t sid;
@@ -721,6 +742,10 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   };
   std::vector<Occurrence> occurrences;
   std::vector<KeyId> released;  // the keys of acknowledged keyed tasks
+  // Retried tasks acknowledged without a response: their row may still hold
+  // an earlier attempt's, which their last attempt (read from the row) must
+  // not show.
+  std::vector<int64_t> stale_responses;
   for (const AckRequest& a : acks) {
     const RunningTask* task = Leased(a.id, a.token);
     // A task acknowledged earlier in this batch is already in `seqs`.
@@ -737,7 +762,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     }
     seqs.push_back(task->seq);
     qids.push_back(task->qid);
-    histories.push_back(EndAttempt(*task, AttemptOutcome::kSucceeded, {}, a.response, now));
+    if (a.response.empty() && task->attempt > 1) stale_responses.push_back(task->seq);
     if (task->sid != 0) occurrences.push_back({task->sid, task->seq, &a.id});
     if (!task->key.empty()) released.emplace_back(task->qid, task->key);
     out.emplace_back();
@@ -745,23 +770,22 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   if (seqs.empty()) return out;
   // Purge times follow each queue's retention: one batch of statements per
   // distinct purge time, and there is one when all tasks share a queue.
-  struct PurgeGroup {
-    Timestamp at;
-    std::vector<int64_t> seqs;
-    std::vector<std::string> histories;
-  };
-  std::vector<PurgeGroup> by_purge;
+  std::vector<std::pair<Timestamp, std::vector<int64_t>>> by_purge;
   Timestamp purge_at;
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (i == 0 || qids[i] != qids[i - 1]) purge_at = PurgeAt(qids[i], now);
     auto group = std::find_if(by_purge.begin(), by_purge.end(),
-                              [&](const PurgeGroup& g) { return g.at == purge_at; });
-    if (group == by_purge.end()) group = by_purge.insert(by_purge.end(), {purge_at, {}, {}});
-    group->seqs.push_back(seqs[i]);
-    group->histories.push_back(std::move(histories[i]));
+                              [&](const auto& g) { return g.first == purge_at; });
+    if (group == by_purge.end()) {
+      group = by_purge.emplace(by_purge.end(), purge_at, std::vector<int64_t>());
+    }
+    group->second.push_back(seqs[i]);
   }
-  for (const PurgeGroup& g : by_purge) {
-    CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(g.seqs, g.histories, g.at, now));
+  for (const auto& [at, group] : by_purge) {
+    CHRONOQ_RETURN_IF_ERROR(store_.MarkSucceeded(group, at, now));
+  }
+  for (int64_t seq : stale_responses) {
+    CHRONOQ_RETURN_IF_ERROR(store_.SetResponse(seq, std::nullopt));
   }
   for (size_t i = 0, k = 0; i < acks.size(); ++i) {
     if (!out[i].ok() || acks[i].failure) continue;
@@ -782,7 +806,7 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
     while (j < qids.size() && qids[j] == qids[i]) ++j;
     Count(qids[i], TaskState::kRunning, TaskState::kSucceeded, static_cast<int64_t>(j - i));
   }
-  for (const PurgeGroup& g : by_purge) NotePurge(g.at);
+  for (const auto& group : by_purge) NotePurge(group.first);
   cycle_stats_.acked += seqs.size();
   return out;
 }
@@ -795,7 +819,7 @@ std::string Core::EndAttempt(const RunningTask& task, AttemptOutcome outcome,
   a.number = task.attempt;
   a.started_at = task.claimed_at;
   a.ended_at = now;
-  a.node = options_.node;
+  a.node = task.node.empty() ? options_.node : task.node;  // empty: claimed before schema 11
   a.worker = task.worker;
   a.outcome = outcome;
   a.error = TruncateUtf8(error, kMaxAttemptExcerptBytes);

@@ -73,15 +73,18 @@ struct CycleStats {
   double lateness_sum = 0;
 };
 
-// The client's view of a stored row.
-Task TaskFromRow(const TaskRow& row, const std::string& queue);
+// The client's view of a stored row. Its attempts are the newest
+// `attempt_history` of the stored history (failures and lapses) and, for a
+// succeeded task, the acknowledged attempt, which the row's own columns
+// describe (claimed, node, worker, updated, response).
+Task TaskFromRow(const TaskRow& row, const std::string& queue, int attempt_history);
 // Task::run_at of a stored row.
 Timestamp RunAtOf(const TaskRow& row);
 // Whether the single-task call of `action` (Cancel, Reschedule, Retry,
 // Purge) takes a task in `state`: the one state rule they and bulk jobs share.
 bool ActionTakes(BulkAction action, TaskState state);
 // ... of a row read with its queue's and schedule's names.
-Task TaskFromRead(const Store::ReadRow& read);
+Task TaskFromRead(const Store::ReadRow& read, int attempt_history);
 // A stored webhook target; nullopt (and a logged warning) when it is corrupt.
 std::optional<WebhookTarget> StoredTarget(const std::string& json);
 // A stored attempt history (TaskRow::attempts); empty (and a logged warning)

@@ -578,7 +578,7 @@ Result<Task> EngineImpl::ReadTask(std::string_view id) {
     CHRONOQ_ASSIGN_OR_RETURN(row, store_->ReadByName(std::string(id)));
   }
   if (!row) return Status::NotFound("task " + std::string(id) + " does not exist");
-  return TaskFromRead(*row);
+  return TaskFromRead(*row, options_.attempt_history);
 }
 
 Result<Task> EngineImpl::Get(std::string_view id) { return ReadTask(id); }
@@ -660,7 +660,9 @@ Result<TaskPage> EngineImpl::List(const ListRequest& request) {
   CHRONOQ_ASSIGN_OR_RETURN(std::vector<Store::ReadRow> rows, store_->List(q));
   TaskPage page;
   page.tasks.reserve(rows.size());
-  for (const Store::ReadRow& r : rows) page.tasks.push_back(TaskFromRead(r));
+  for (const Store::ReadRow& r : rows) {
+    page.tasks.push_back(TaskFromRead(r, options_.attempt_history));
+  }
   if (static_cast<int>(rows.size()) == request.limit) {
     page.next_cursor = EncodeCursor(rows.back(), by_due);
   }

@@ -60,8 +60,15 @@ struct TaskRow {
   // The worker that claimed it last, as it named itself (ClaimRequest::worker);
   // kept after the lease ends, for triage.
   std::optional<std::string> worker;
-  // Its last finished attempts (Task::attempts) as a JSON array
-  // (codec EncodeAttempts), oldest first; only Move and MarkSucceeded write it.
+  // When it was claimed last, and by which engine (EngineOptions::node):
+  // what a running task's attempt will record when it ends, and what a
+  // succeeded task's last attempt is read from (core.h, TaskFromRow).
+  std::optional<Timestamp> claimed;
+  std::optional<std::string> node;
+  // Its earlier finished attempts (Task::attempts) as a JSON array (codec
+  // EncodeAttempts), oldest first: every attempt that ended by a failure or
+  // a lapse. Only Move writes it; an acknowledgement adds nothing (the row's
+  // own columns are its record), so that acknowledging does not grow rows.
   std::optional<std::string> attempts;
 };
 
@@ -252,29 +259,33 @@ class Store {
   // Every held lock (as many as are held: few).
   virtual Result<std::vector<LockRow>> LoadLocks() = 0;
 
-  // Inserts a new row (every column but `response` and `attempts`). Returns
-  // false (and writes nothing) when row.name is already taken.
+  // Inserts a new row (every column but `response`, `claimed`, `node` and
+  // `attempts`). Returns false (and writes nothing) when row.name is already
+  // taken.
   virtual Result<bool> Insert(const TaskRow& row) = 0;
-  // Overwrites every column of the row with row.seq but `response` and `attempts`.
+  // Overwrites every column of the row with row.seq but `response`,
+  // `claimed`, `node` and `attempts`.
   virtual Status Overwrite(const TaskRow& row) = 0;
   virtual Status Delete(int64_t seq) = 0;
   virtual Result<std::optional<TaskRow>> FindBySeq(int64_t seq) = 0;
   virtual Result<std::optional<TaskRow>> FindByName(const std::string& name) = 0;
 
   // scheduled → running, for every row of `seqs` that is scheduled: sets
-  // due=lease_until, run_at=old due, the token, attempt+1 and the worker
-  // (NULL when empty). Returns the rows as updated, in no particular order;
+  // due=lease_until, run_at=old due, the token, attempt+1, the worker
+  // (NULL when empty), claimed=now and the node (the claiming engine's
+  // name; NULL when empty). Returns the rows as updated, in no particular order;
   // rows that were not scheduled are left out.
   // (One statement per 64 rows.)
   virtual Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                        Timestamp lease_until, uint64_t token,
-                                                       Timestamp now,
-                                                       const std::string& worker) = 0;
+                                                       Timestamp now, const std::string& worker,
+                                                       const std::string& node) = 0;
   // MarkRunningMany for one row.
   Result<std::optional<TaskRow>> MarkRunning(int64_t seq, Timestamp lease_until, uint64_t token,
-                                             Timestamp now, const std::string& worker = {}) {
+                                             Timestamp now, const std::string& worker = {},
+                                             const std::string& node = {}) {
     CHRONOQ_ASSIGN_OR_RETURN(std::vector<TaskRow> rows,
-                             MarkRunningMany({seq}, lease_until, token, now, worker));
+                             MarkRunningMany({seq}, lease_until, token, now, worker, node));
     if (rows.empty()) return std::optional<TaskRow>();
     return std::optional<TaskRow>(std::move(rows.front()));
   }
@@ -296,15 +307,13 @@ class Store {
   virtual Status Move(const Transition& t) = 0;
   // Moves many running rows to succeeded with one purge time: the batched
   // form of Move for acknowledgements (one statement per 64 rows).
-  // `attempts[i]` is the new attempt history of seqs[i] (empty: none).
-  // REQUIRES: attempts.size() == seqs.size()
-  virtual Status MarkSucceeded(const std::vector<int64_t>& seqs,
-                               const std::vector<std::string>& attempts, Timestamp purge_at,
+  virtual Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
                                Timestamp now) = 0;
   // Sets due (a running task's lease end) without touching anything else.
   virtual Status SetDue(int64_t seq, Timestamp due, Timestamp now) = 0;
   virtual Status SetPayload(int64_t seq, const std::string& payload) = 0;
-  virtual Status SetResponse(int64_t seq, const std::string& response) = 0;
+  // nullopt clears it.
+  virtual Status SetResponse(int64_t seq, const std::optional<std::string>& response) = 0;
   virtual Status SaveNextToken(uint64_t next_token) = 0;
 
   // Scheduled rows whose due bucket is in [from_bucket, to_bucket), in bucket

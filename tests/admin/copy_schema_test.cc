@@ -32,9 +32,9 @@ constexpr const char* kCopiedSchema =
     "webhooks) "
     "schedules(claimed_at,created,current_seq,cursor,last_error,last_finished,last_for,last_state,"
     "last_task,name,next_at,paused,qid,runs,sid,skipped,spec,updated) "
-    "tasks(attempt,attempts,backoff_base,backoff_cap,due,key,korder,last_error,max_attempts,name,"
-    "payload,"
-    "prio,qid,response,run_at,seq,sid,state,target,token,updated,worker) ";
+    "tasks(attempt,attempts,backoff_base,backoff_cap,claimed,due,key,korder,last_error,"
+    "max_attempts,name,node,payload,prio,qid,response,run_at,seq,sid,state,target,token,updated,"
+    "worker) ";
 // The meta keys: "schema" is each store's own; next_token is CopyMeta's.
 constexpr const char* kCopiedMeta = "next_token,schema";
 

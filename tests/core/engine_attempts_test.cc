@@ -148,16 +148,26 @@ TEST_F(EngineAttemptsTest, OnlyTheLastNAttemptsAreKept) {
   EXPECT_EQ(attempts[2].outcome, AttemptOutcome::kSucceeded);
   EXPECT_EQ(attempts[2].node, "node-a");
 
-  // 0 keeps none: an attempt that ends then clears what was kept.
+  // 0 keeps none: none is shown, and an attempt that fails then clears what
+  // was kept.
   AddTask("b", 3);
   ASSERT_TRUE(engine_->Fail("b", ClaimOne("w"), "boom", Duration::zero()).ok());
   ASSERT_EQ(AttemptsOf("b").size(), 1u);
   engine_.reset();
   o.attempt_history = 0;
   Open(o);
-  ASSERT_TRUE(engine_->Ack("b", ClaimOne("w")).ok());
+  ASSERT_TRUE(engine_->Fail("b", ClaimOne("w"), "boom again", Duration::zero()).ok());
   EXPECT_TRUE(AttemptsOf("b").empty());
-  EXPECT_EQ(AttemptsOf("a").size(), 3u);  // finished before: unchanged
+  EXPECT_TRUE(AttemptsOf("a").empty());
+  // A lower setting applies at once to what is shown: the newest ones.
+  engine_.reset();
+  o.attempt_history = 2;
+  Open(o);
+  EXPECT_TRUE(AttemptsOf("b").empty());  // cleared by the failure above
+  const std::vector<TaskAttempt> two = AttemptsOf("a");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].number, 6);
+  EXPECT_EQ(two[1].number, 7);
 }
 
 TEST_F(EngineAttemptsTest, TheHistoryIsBoundedInBytesDroppingTheOldest) {
@@ -215,6 +225,77 @@ TEST_F(EngineAttemptsTest, ARunningAttemptSurvivesARestartAndAPurgeTakesTheHisto
   // A new task with the same id starts without a history.
   AddTask("a", 3);
   EXPECT_TRUE(AttemptsOf("a").empty());
+}
+
+// The claim records its own time and engine: an extension and a restart
+// under another name change neither, so the acknowledged attempt (read from
+// the row) and a lapsed one (recorded when it ends) both say where and when
+// the attempt began.
+TEST_F(EngineAttemptsTest, AnAttemptKeepsItsClaimsTimeAndNodeThroughAnExtensionAndARestart) {
+  engine_.reset();
+  EngineOptions o = Options();
+  o.node = "node-a";
+  Open(o);
+  AddTask("a", 3);
+  AddTask("b", 3);
+  const Timestamp claimed = clock_.Now();
+  const uint64_t a = ClaimOne("w");
+  ClaimOne("w", 60s);
+  clock_.Advance(10s);
+  ASSERT_TRUE(engine_->Extend("a", a, 30s).ok());
+  engine_.reset();
+  o.node = "node-b";
+  Open(o);
+  clock_.Advance(5s);
+  ASSERT_TRUE(engine_->Ack("a", a).ok());
+  const std::vector<TaskAttempt> acked = AttemptsOf("a");
+  ASSERT_EQ(acked.size(), 1u);
+  EXPECT_EQ(acked[0].started_at, claimed);
+  EXPECT_EQ(acked[0].duration(), 15s);
+  EXPECT_EQ(acked[0].node, "node-a");
+  clock_.Advance(60s);
+  engine_->Sync();  // b's lease lapses under node-b
+  const std::vector<TaskAttempt> lapsed = AttemptsOf("b");
+  ASSERT_EQ(lapsed.size(), 1u);
+  EXPECT_EQ(lapsed[0].outcome, AttemptOutcome::kLeaseExpired);
+  EXPECT_EQ(lapsed[0].started_at, claimed);
+  EXPECT_EQ(lapsed[0].node, "node-a");
+  // Its next claim is node-b's.
+  ASSERT_TRUE(engine_->Ack("b", ClaimOne("w")).ok());
+  EXPECT_EQ(AttemptsOf("b").back().node, "node-b");
+}
+
+// A retried task acknowledged without a response does not show the
+// response of the attempt that failed before it, as its own or as the
+// task's last_response.
+TEST_F(EngineAttemptsTest, ASuccessWithoutAResponseDoesNotShowAnEarlierAttemptsResponse) {
+  AddTask("a", 3);
+  Result<std::vector<Status>> failed = engine_->AckMany(
+      {{"a", ClaimOne("w"), "HTTP 503: busy", AckFailure{"HTTP 503", Duration::zero()}}});
+  ASSERT_TRUE(failed.ok() && failed->front().ok());
+  EXPECT_EQ(engine_->Get("a")->last_response, "HTTP 503: busy");
+  ASSERT_TRUE(engine_->Ack("a", ClaimOne("w")).ok());
+  const std::vector<TaskAttempt> attempts = AttemptsOf("a");
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].response, "HTTP 503: busy");
+  EXPECT_EQ(attempts[1].outcome, AttemptOutcome::kSucceeded);
+  EXPECT_EQ(attempts[1].response, "");
+  EXPECT_EQ(engine_->Get("a")->last_response, std::nullopt);
+}
+
+// A 410 Gone (AckFailure::cancel) ends the attempt as failed and the task
+// as cancelled.
+TEST_F(EngineAttemptsTest, AnAttemptThatCancelsItsTaskIsRecordedAsFailed) {
+  AddTask("a", 3);
+  Result<std::vector<Status>> gone = engine_->AckMany(
+      {{"a", ClaimOne("w"), "HTTP 410", AckFailure{.error = "HTTP 410", .cancel = true}}});
+  ASSERT_TRUE(gone.ok() && gone->front().ok());
+  EXPECT_EQ(StateOf("a"), TaskState::kCancelled);
+  const std::vector<TaskAttempt> attempts = AttemptsOf("a");
+  ASSERT_EQ(attempts.size(), 1u);
+  EXPECT_EQ(attempts[0].outcome, AttemptOutcome::kFailed);
+  EXPECT_EQ(attempts[0].error, "HTTP 410");
+  EXPECT_EQ(attempts[0].response, "HTTP 410");
 }
 
 // Checked before a store is opened.

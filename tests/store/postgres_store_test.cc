@@ -106,12 +106,12 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   const int64_t q = Queue("q");
   ASSERT_THAT(store_->Begin(), IsOk());
   for (int64_t seq : {1, 2}) ASSERT_THAT(store_->Insert(Scheduled(seq, q, kNow)), IsOk());
-  ASSERT_THAT(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, ""), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "", ""), IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());
   store_.reset();
   db_.Exec(
-      "ALTER TABLE chronoq.tasks DROP COLUMN worker; ALTER TABLE chronoq.tasks DROP COLUMN "
-      "attempts;"
+      "ALTER TABLE chronoq.tasks DROP COLUMN worker, DROP COLUMN claimed, DROP COLUMN node,"
+      " DROP COLUMN attempts; ALTER TABLE chronoq.queues DROP COLUMN final_statuses;"
       " UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
@@ -122,7 +122,7 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   EXPECT_EQ((*old)->worker, std::nullopt);
   ASSERT_THAT(store_->Begin(), IsOk());
   Result<std::vector<TaskRow>> claimed =
-      store_->MarkRunningMany({2}, kNow + seconds(30), 2, kNow, "host-1:99");
+      store_->MarkRunningMany({2}, kNow + seconds(30), 2, kNow, "host-1:99", "");
   ASSERT_THAT(store_->Commit(), IsOk());
   ASSERT_THAT(claimed, IsOk());
   ASSERT_EQ(claimed->size(), 1u);
@@ -157,6 +157,43 @@ TEST_F(PostgresStoreTest, AVersion2SchemaGainsFinalStatuses) {
   ASSERT_THAT(store_->Commit(), IsOk());
   EXPECT_EQ(db_.QueryText("SELECT final_statuses FROM chronoq.queues"), "404,422");
   EXPECT_EQ(store_->Queues()->front().settings.final_statuses, (std::vector<int>{404, 422}));
+}
+
+// Version 3 -> 4: tasks gain their claim's time and node and their attempt
+// history; old rows have none, a new claim records its own, a failure its
+// history.
+TEST_F(PostgresStoreTest, AVersion3SchemaGainsTheAttemptColumns) {
+  const int64_t q = Queue("q");
+  ASSERT_THAT(store_->Begin(), IsOk());
+  for (int64_t seq : {1, 2}) ASSERT_THAT(store_->Insert(Scheduled(seq, q, kNow)), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "w", "n"), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  store_.reset();
+  db_.Exec(
+      "ALTER TABLE chronoq.tasks DROP COLUMN claimed, DROP COLUMN node, DROP COLUMN attempts;"
+      " UPDATE chronoq.meta SET v = 3 WHERE k = 'schema'");
+
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "4");
+  Result<std::optional<TaskRow>> old = store_->FindBySeq(1);
+  ASSERT_THAT(old, IsOk());
+  ASSERT_TRUE(old->has_value());
+  EXPECT_EQ((*old)->worker, "w");
+  EXPECT_EQ((*old)->claimed, std::nullopt);
+  EXPECT_EQ((*old)->node, std::nullopt);
+  EXPECT_EQ((*old)->attempts, std::nullopt);
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({2}, kNow + seconds(30), 2, kNow, "w", "n"), IsOk());
+  ASSERT_THAT(store_->Move({.seq = 1,
+                            .state = TaskState::kScheduled,
+                            .due = kNow,
+                            .now = kNow,
+                            .attempts = "[[1,0,5,1]]"}),
+              IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  EXPECT_EQ(db_.QueryText("SELECT node FROM chronoq.tasks WHERE seq = 2"), "n");
+  EXPECT_EQ(store_->FindBySeq(2)->value().claimed, kNow);
+  EXPECT_EQ(db_.QueryText("SELECT attempts FROM chronoq.tasks WHERE seq = 1"), "[[1,0,5,1]]");
 }
 
 TEST_F(PostgresStoreTest, ANewerSchemaVersionIsRefused) {
@@ -295,13 +332,13 @@ TEST_F(PostgresStoreTest, APurgeDropsTheCursorsOfKeysWithAnyCharacters) {
   std::vector<int64_t> seqs;
   for (int64_t s = 1; s <= seq; ++s) seqs.push_back(s);
   ASSERT_TRUE(store_->Begin().ok());
-  ASSERT_THAT(store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow, ""), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow, "", ""), IsOk());
   for (size_t i = 0; i < keys.size(); ++i) {
     ASSERT_THAT(
         store_->SaveKeyCursor(q, keys[i], KeyPosition{kBase, 0, static_cast<int64_t>(i + 1)}),
         IsOk());
   }
-  ASSERT_THAT(store_->MarkSucceeded(seqs, std::vector<std::string>(seqs.size()), kNow, kNow),
+  ASSERT_THAT(store_->MarkSucceeded(seqs, kNow, kNow),
               IsOk());
   ASSERT_TRUE(store_->Commit().ok());
   EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.key_cursors"), "6");

@@ -157,7 +157,7 @@ TEST_F(PostgresWriteBehindTest, CopiedKeyedRowsMoveTheirKeysCursorBack) {
   };
   ASSERT_THAT(store_->Begin(), IsOk());
   ASSERT_TRUE(store_->Insert(keyed(1, kNow)).ok());
-  ASSERT_TRUE(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "").ok());
+  ASSERT_TRUE(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "", "").ok());
   ASSERT_THAT(store_->SaveKeyCursor(qid_, "k", KeyPosition{kNow, 0, 1}), IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());
   // Two rows of the key waiting before the cursor, in one transaction: the

@@ -228,7 +228,7 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
       row.key = "k";
       ASSERT_TRUE((*store)->Insert(row).ok());
     }
-    ASSERT_TRUE((*store)->MarkRunningMany({3}, kNow + seconds(30), 1, kNow, "").ok());
+    ASSERT_TRUE((*store)->MarkRunningMany({3}, kNow + seconds(30), 1, kNow, "", "").ok());
     ASSERT_TRUE((*store)->Commit().ok());
   }
   // Back to schema 6: the index of tasks waiting to start, no korder, no
@@ -270,7 +270,7 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
     qid = *(*store)->QueueId("q");
     ASSERT_TRUE((*store)->Begin().ok());
     for (int64_t seq : {1, 2}) ASSERT_TRUE((*store)->Insert(Scheduled(seq, qid, kNow)).ok());
-    ASSERT_TRUE((*store)->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "").ok());
+    ASSERT_TRUE((*store)->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "", "").ok());
     ASSERT_TRUE((*store)->Commit().ok());
   }
   ExecRaw(path,
@@ -286,7 +286,7 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
   EXPECT_EQ((*old)->worker, std::nullopt);
   ASSERT_TRUE((*store)->Begin().ok());
   Result<std::vector<TaskRow>> claimed =
-      (*store)->MarkRunningMany({2}, kNow + seconds(30), 2, kNow, "host-1:99");
+      (*store)->MarkRunningMany({2}, kNow + seconds(30), 2, kNow, "host-1:99", "");
   ASSERT_TRUE((*store)->Commit().ok());
   ASSERT_TRUE(claimed.ok() && claimed->size() == 1u);
   EXPECT_EQ(claimed->front().worker, "host-1:99");
@@ -312,7 +312,9 @@ TEST(SqliteStoreMigrationTest, ASchema9DatabaseGainsFinalStatuses) {
     ASSERT_TRUE((*store)->Commit().ok());
   }
   ExecRaw(path,
-          "ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts; UPDATE meta SET v=9 WHERE k='schema';");
+          "ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed;"
+          " ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;"
+          " UPDATE meta SET v=9 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -329,6 +331,53 @@ TEST(SqliteStoreMigrationTest, ASchema9DatabaseGainsFinalStatuses) {
   ASSERT_TRUE((*store)->Commit().ok());
   EXPECT_EQ(QueryText(path, "SELECT final_statuses FROM queues"), "404,422");
   EXPECT_EQ((*(*store)->Queues()).front().settings.final_statuses, (std::vector<int>{404, 422}));
+  store->reset();
+}
+
+// Schema 10 -> 11: tasks gain their claim's time and node and their attempt
+// history; old rows have none, a new claim records its own, a failure its
+// history.
+TEST(SqliteStoreMigrationTest, ASchema10DatabaseGainsTheAttemptColumns) {
+  test::TempDir dir;
+  const std::string path = dir.File("v10.db");
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+    ASSERT_TRUE(store.ok());
+    const int64_t qid = *(*store)->QueueId("q");
+    ASSERT_TRUE((*store)->Begin().ok());
+    for (int64_t seq : {1, 2}) ASSERT_TRUE((*store)->Insert(Scheduled(seq, qid, kNow)).ok());
+    ASSERT_TRUE((*store)->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "w", "n").ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  ExecRaw(path,
+          "ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node;"
+          " ALTER TABLE tasks DROP COLUMN attempts; UPDATE meta SET v=10 WHERE k='schema';");
+
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "11");
+  Result<std::optional<TaskRow>> old = (*store)->FindBySeq(1);
+  ASSERT_TRUE(old.ok() && old->has_value());
+  EXPECT_EQ((*old)->state, TaskState::kRunning);
+  EXPECT_EQ((*old)->worker, "w");
+  EXPECT_EQ((*old)->claimed, std::nullopt);
+  EXPECT_EQ((*old)->node, std::nullopt);
+  EXPECT_EQ((*old)->attempts, std::nullopt);
+  ASSERT_TRUE((*store)->Begin().ok());
+  ASSERT_TRUE((*store)->MarkRunningMany({2}, kNow + seconds(30), 2, kNow, "w", "n").ok());
+  ASSERT_TRUE((*store)
+                  ->Move({.seq = 1,
+                          .state = TaskState::kScheduled,
+                          .due = kNow,
+                          .now = kNow,
+                          .attempts = "[[1,0,5,1]]"})
+                  .ok());
+  ASSERT_TRUE((*store)->Commit().ok());
+  Result<std::optional<TaskRow>> claimed = (*store)->FindBySeq(2);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  EXPECT_EQ((*claimed)->claimed, kNow);
+  EXPECT_EQ((*claimed)->node, "n");
+  EXPECT_EQ(QueryText(path, "SELECT attempts FROM tasks WHERE seq=1"), "[[1,0,5,1]]");
   store->reset();
 }
 

@@ -172,7 +172,7 @@ class StoreHelpers {
     };
     auto start = [&](std::vector<int64_t> seqs) {
       ASSERT_TRUE(store_->Begin().ok());
-      ASSERT_TRUE(store_->MarkRunningMany(seqs, kNow + std::chrono::seconds(30), 1, kNow, "").ok());
+      ASSERT_TRUE(store_->MarkRunningMany(seqs, kNow + std::chrono::seconds(30), 1, kNow, "", "").ok());
       ASSERT_TRUE(store_->Commit().ok());
     };
     EXPECT_EQ(saved(), "");  // none yet: reads start at the beginning
@@ -226,7 +226,7 @@ class StoreHelpers {
     EXPECT_EQ(saved(), started_tasks_hold_it ? "4" : "");
     EXPECT_EQ(head(), 0);
     ASSERT_TRUE(store_->Begin().ok());
-    ASSERT_TRUE(store_->MarkSucceeded({4}, {""}, kNow, kNow).ok());
+    ASSERT_TRUE(store_->MarkSucceeded({4}, kNow, kNow).ok());
     Result<Purged> purged = store_->PurgeFinished(kNow, 100);
     ASSERT_TRUE(purged.ok()) << purged.status().ToString();
     ASSERT_TRUE(store_->Commit().ok());

@@ -108,22 +108,23 @@ class FaultyStore final : public Store {
   }
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                Timestamp lease_until, uint64_t token, Timestamp now,
-                                               const std::string& worker) override {
+                                               const std::string& worker,
+                                               const std::string& node) override {
     if (fail_claims_.load() > 0) {
       --fail_claims_;
       return Status::Unavailable("injected claim failure");
     }
-    return inner_->MarkRunningMany(seqs, lease_until, token, now, worker);
+    return inner_->MarkRunningMany(seqs, lease_until, token, now, worker, node);
   }
   Status Move(const Transition& t) override { return inner_->Move(t); }
-  Status MarkSucceeded(const std::vector<int64_t>& seqs, const std::vector<std::string>& attempts,
-                       Timestamp purge_at, Timestamp now) override {
-    return inner_->MarkSucceeded(seqs, attempts, purge_at, now);
+  Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
+                       Timestamp now) override {
+    return inner_->MarkSucceeded(seqs, purge_at, now);
   }
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
     return inner_->SetDue(seq, due, now);
   }
-  Status SetResponse(int64_t seq, const std::string& response) override {
+  Status SetResponse(int64_t seq, const std::optional<std::string>& response) override {
     return inner_->SetResponse(seq, response);
   }
   Status SetPayload(int64_t seq, const std::string& payload) override {

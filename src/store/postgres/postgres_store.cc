@@ -198,8 +198,8 @@ INSERT INTO meta(k, v) VALUES('schema', 4), ('next_token', 1) ON CONFLICT (k) DO
 #define CHRONOQ_PG_TASK_COLS                                                              \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
-  "t.response, t.sid, t.key, t.worker, t.attempts"
-constexpr int kTaskColumns = 21;
+  "t.response, t.sid, t.key, t.worker, t.claimed, t.node, t.attempts"
+constexpr int kTaskColumns = 23;
 
 // The schedule columns in ScheduleAt() order.
 #define CHRONOQ_PG_SCHEDULE_COLS                                                           \
@@ -229,7 +229,9 @@ TaskRow TaskAt(const Rows& rows, int i) {
   r.sid = rows.OptInt(i, 17);
   r.key = rows.OptText(i, 18);
   r.worker = rows.OptText(i, 19);
-  r.attempts = rows.OptText(i, 20);
+  r.claimed = rows.OptTime(i, 20);
+  r.node = rows.OptText(i, 21);
+  r.attempts = rows.OptText(i, 22);
   return r;
 }
 
@@ -321,7 +323,7 @@ constexpr Sql kByName{"by_name", "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t W
 constexpr Sql kMarkRunning{
     "mark_running",
     "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3,"
-    " worker=$5 WHERE t.seq = ANY($4::bigint[]) AND " CHRONOQ_PG_STATE_IS(
+    " worker=$5, claimed=$3, node=$6 WHERE t.seq = ANY($4::bigint[]) AND " CHRONOQ_PG_STATE_IS(
         "t.state", "0") " RETURNING " CHRONOQ_PG_TASK_COLS};
 // Leaving `scheduled` keeps the instant it was due in run_at; entering it
 // clears run_at, since due is the run time again.
@@ -335,12 +337,10 @@ constexpr Sql kMove{
     "             THEN $3::bigint ELSE korder END,"
     " attempts=CASE WHEN $7::text IS NULL THEN attempts ELSE nullif($7::text, '') END"
     " WHERE seq=$1"};
-// Each row's attempt history comes paired with its seq ('' for none).
 constexpr Sql kMarkSucceeded{
     "mark_succeeded",
-    "UPDATE tasks AS t SET state=2, due=$1, token=NULL, updated=$2, attempts=nullif(v.a, '')"
-    " FROM unnest($3::bigint[], $4::text[]) AS v(seq, a)"
-    " WHERE t.seq = v.seq AND " CHRONOQ_PG_STATE_IS("t.state", "1")};
+    "UPDATE tasks SET state=2, due=$1, token=NULL, updated=$2"
+    " WHERE seq = ANY($3::bigint[]) AND " CHRONOQ_PG_STATE_IS("state", "1")};
 constexpr Sql kSetDue{"set_due", "UPDATE tasks SET due=$2, updated=$3 WHERE seq=$1"};
 constexpr Sql kSetPayload{"set_payload", "UPDATE tasks SET payload=$2 WHERE seq=$1"};
 constexpr Sql kSetResponse{"set_response", "UPDATE tasks SET response=$2 WHERE seq=$1"};
@@ -643,7 +643,7 @@ class CopyLine {
 constexpr char kImportTasks[] =
     "COPY tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name, run_at, token,"
     " last_error, updated, backoff_base, backoff_cap, target, response, sid, key, worker, korder,"
-    " attempts) FROM STDIN";
+    " claimed, node, attempts) FROM STDIN";
 constexpr char kImportQueues[] =
     "COPY queues(qid, name, paused, webhooks, concurrency, max_attempts, backoff_base,"
     " backoff_cap, retention, n_scheduled, n_running, n_succeeded, n_cancelled, n_dead,"
@@ -953,15 +953,18 @@ class PostgresStore final : public Store {
 
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                Timestamp lease_until, uint64_t token, Timestamp now,
-                                               const std::string& worker) override {
+                                               const std::string& worker,
+                                               const std::string& node) override {
     std::vector<TaskRow> out;
     if (seqs.empty()) return out;
     Params p;
     p.Time(lease_until).Int(static_cast<int64_t>(token)).Time(now).Ints(seqs);
-    if (worker.empty()) {
-      p.Null();
-    } else {
-      p.Text(worker);
+    for (const std::string* text : {&worker, &node}) {
+      if (text->empty()) {
+        p.Null();
+      } else {
+        p.Text(*text);
+      }
     }
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kMarkRunning, p, "claim tasks"));
     out.reserve(static_cast<size_t>(r.size()));
@@ -978,20 +981,20 @@ class PostgresStore final : public Store {
     return t.keyed && t.state == TaskState::kScheduled ? LowerKeyCursors({t.seq}) : Status();
   }
 
-  Status MarkSucceeded(const std::vector<int64_t>& seqs, const std::vector<std::string>& attempts,
-                       Timestamp purge_at, Timestamp now) override {
+  Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
+                       Timestamp now) override {
     if (seqs.empty()) return {};
     return writer_
-        .Exec(kMarkSucceeded, Params().Time(purge_at).Time(now).Ints(seqs).Texts(attempts),
-              "acknowledge tasks")
+        .Exec(kMarkSucceeded, Params().Time(purge_at).Time(now).Ints(seqs), "acknowledge tasks")
         .status();
   }
 
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
     return writer_.Exec(kSetDue, Params().Int(seq).Time(due).Time(now), "extend lease").status();
   }
-  Status SetResponse(int64_t seq, const std::string& response) override {
-    return writer_.Exec(kSetResponse, Params().Int(seq).Bytes(response), "set response").status();
+  Status SetResponse(int64_t seq, const std::optional<std::string>& response) override {
+    return writer_.Exec(kSetResponse, Params().Int(seq).OptBytes(response), "set response")
+        .status();
   }
   Status SetPayload(int64_t seq, const std::string& payload) override {
     return writer_.Exec(kSetPayload, Params().Int(seq).Text(payload), "set payload").status();
@@ -1323,7 +1326,8 @@ class PostgresStore final : public Store {
       line.OptInt(r.token ? std::optional<int64_t>(static_cast<int64_t>(*r.token)) : std::nullopt);
       line.OptBytes(r.last_error).OptTime(r.updated).OptDuration(r.backoff_base);
       line.OptDuration(r.backoff_cap).OptText(r.target).OptBytes(r.response).OptInt(r.sid);
-      line.OptText(r.key).OptText(r.worker).OptTime(t.korder).OptText(r.attempts);
+      line.OptText(r.key).OptText(r.worker).OptTime(t.korder).OptTime(r.claimed);
+      line.OptText(r.node).OptText(r.attempts);
       CHRONOQ_RETURN_IF_ERROR(writer_.CopyRow(kImportTasks, line.End()));
     }
     return writer_.Flush();

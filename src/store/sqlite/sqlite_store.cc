@@ -288,7 +288,7 @@ constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
 #define CHRONOQ_TASK_COLS                                                                 \
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
-  "t.response, t.sid, t.key, t.worker, t.attempts"
+  "t.response, t.sid, t.key, t.worker, t.claimed, t.node, t.attempts"
 // A task with its queue's name and its schedule's (empty if none), for readers.
 #define CHRONOQ_READ_COLS                                                  \
   "SELECT " CHRONOQ_TASK_COLS ", q.name, coalesce(s.name, '') FROM tasks t" \
@@ -445,7 +445,9 @@ class Stmt {
     r.sid = OptInt(17);
     r.key = OptText(18);
     r.worker = OptText(19);
-    r.attempts = OptText(20);
+    r.claimed = OptTime(20);
+    r.node = OptText(21);
+    r.attempts = OptText(22);
     return r;
   }
 
@@ -792,7 +794,8 @@ class SqliteStore final : public Store {
 
   Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,
                                                Timestamp lease_until, uint64_t token, Timestamp now,
-                                               const std::string& worker) override {
+                                               const std::string& worker,
+                                               const std::string& node) override {
     std::vector<TaskRow> out;
     out.reserve(seqs.size());
     for (size_t i = 0; i < seqs.size(); i += kRowBatch) {
@@ -800,7 +803,8 @@ class SqliteStore final : public Store {
       Stmt& update = w_.mark_running.Reset();
       update.Bind(1, lease_until).Bind(2, static_cast<int64_t>(token)).Bind(3, now);
       if (!worker.empty()) update.Bind(4, worker);  // else NULL
-      for (size_t k = 0; k < n; ++k) update.Bind(static_cast<int>(5 + k), seqs[i + k]);
+      if (!node.empty()) update.Bind(5, node);
+      for (size_t k = 0; k < n; ++k) update.Bind(static_cast<int>(6 + k), seqs[i + k]);
       CHRONOQ_RETURN_IF_ERROR(update.Run("claim tasks"));
       // Read back exactly the rows this statement claimed.
       Stmt& read = w_.read_claimed.Reset();
@@ -823,15 +827,12 @@ class SqliteStore final : public Store {
     return t.keyed && t.state == TaskState::kScheduled ? LowerKeyCursor(t.seq) : Status();
   }
 
-  Status MarkSucceeded(const std::vector<int64_t>& seqs, const std::vector<std::string>& attempts,
-                       Timestamp purge_at, Timestamp now) override {
+  Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
+                       Timestamp now) override {
     for (size_t i = 0; i < seqs.size(); i += kRowBatch) {
       Stmt& s = w_.mark_succeeded.Reset().Bind(1, purge_at).Bind(2, now);
       const size_t n = std::min(seqs.size() - i, static_cast<size_t>(kRowBatch));
-      for (size_t k = 0; k < n; ++k) {
-        s.Bind(static_cast<int>(3 + k), seqs[i + k]);
-        s.Bind(static_cast<int>(3 + kRowBatch + k), attempts[i + k]);
-      }
+      for (size_t k = 0; k < n; ++k) s.Bind(static_cast<int>(3 + k), seqs[i + k]);
       CHRONOQ_RETURN_IF_ERROR(s.Run("acknowledge tasks"));
     }
     return {};
@@ -840,7 +841,7 @@ class SqliteStore final : public Store {
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
     return w_.set_due.Reset().Bind(1, seq).Bind(2, due).Bind(3, now).Run("extend lease");
   }
-  Status SetResponse(int64_t seq, const std::string& response) override {
+  Status SetResponse(int64_t seq, const std::optional<std::string>& response) override {
     return w_.set_response.Reset().Bind(1, seq).Bind(2, response).Run("set response");
   }
   Status SetPayload(int64_t seq, const std::string& payload) override {
@@ -1191,7 +1192,7 @@ class SqliteStore final : public Store {
     s.Bind(1, after_seq).Bind(2, static_cast<int64_t>(limit));
     std::vector<StoredTask> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Row(), s.OptTime(21)});
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Row(), s.OptTime(23)});
     if (rc != SQLITE_DONE) return WriterError("export tasks");
     return out;
   }
@@ -1201,11 +1202,12 @@ class SqliteStore final : public Store {
         writer_,
         "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key,"
-        " worker, response, korder, attempts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,"
-        "?14,?15,?16,?17,?18,?19,?20,?21,?22)"));
+        " worker, response, korder, claimed, node, attempts) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,"
+        "?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24)"));
     for (const StoredTask& t : rows) {
       BindAll(s.Reset(), t.row);
-      s.Bind(20, t.row.response).Bind(21, t.korder).Bind(22, t.row.attempts);
+      s.Bind(20, t.row.response).Bind(21, t.korder).Bind(22, t.row.claimed);
+      s.Bind(23, t.row.node).Bind(24, t.row.attempts);
       CHRONOQ_RETURN_IF_ERROR(ImportStep(s, "import task " + std::to_string(t.row.seq)));
     }
     return {};
@@ -1269,7 +1271,7 @@ class SqliteStore final : public Store {
 
  private:
   static std::optional<ReadRow> ReadRowOf(const Stmt& s) {
-    return ReadRow{s.Row(), s.Text(21), s.Text(22)};
+    return ReadRow{s.Row(), s.Text(23), s.Text(24)};
   }
   // seq, qid, due, prio at columns 0-3.
   static DueEntry DueEntryOf(const Stmt& s) {
@@ -1407,20 +1409,14 @@ class SqliteStore final : public Store {
   Status Prepare() {
     // "+state" keeps the planner on rowid lookups for the IN list instead of
     // scanning the (state, bucket) index.
-    // Each row's attempt history is picked by seq: ?(3+k) names a row,
-    // ?(3+kRowBatch+k) its history ('' for none).
-    std::string attempts_case = "CASE seq";
-    for (int k = 0; k < kRowBatch; ++k) {
-      attempts_case +=
-          " WHEN ?" + std::to_string(3 + k) + " THEN ?" + std::to_string(3 + kRowBatch + k);
-    }
     const std::string mark_succeeded_sql =
-        "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2, attempts=nullif(" +
-        attempts_case + " END, '') WHERE +state=1 AND seq IN " + InList(3);
+        "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2 WHERE +state=1 AND seq IN " +
+        InList(3);
+    // The claim records itself (claimed, node) for the attempt history.
     const std::string mark_running_sql =
         "UPDATE tasks SET state=1, run_at=due, due=?1, token=?2, attempt=attempt+1, updated=?3,"
-        " worker=?4 WHERE +state=0 AND seq IN " +
-        InList(5);
+        " worker=?4, claimed=?3, node=?5 WHERE +state=0 AND seq IN " +
+        InList(6);
     const std::string read_claimed_sql = "SELECT " CHRONOQ_TASK_COLS
                                          " FROM tasks t WHERE +t.token=?1 AND +t.updated=?2"
                                          " AND t.seq IN " +
