@@ -220,7 +220,7 @@ func TestGetWithAttemptsShowsTheHistory(t *testing.T) {
 	}
 	a := got.Attempts[0]
 	if a.Attempt != 1 || a.Outcome != "failed" || a.Worker == nil || *a.Worker != "host-a:1" ||
-		a.Error == nil || *a.Error != "S3 said 503" || a.Response != nil || a.Node == "" ||
+		a.Error == nil || *a.Error != "S3 said 503" || a.Response != nil || a.Node != "" ||
 		a.EndedAt.Before(a.StartedAt) {
 		t.Fatalf("attempt %+v", a)
 	}

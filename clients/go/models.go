@@ -58,7 +58,8 @@ type Attempt struct {
 	StartedAt  time.Time `json:"started_at"`
 	EndedAt    time.Time `json:"ended_at"`
 	DurationMs int64     `json:"duration_ms"`
-	// Node is the chronoqd that ended it (its --node-id).
+	// Node is the chronoqd that granted the claim (its --node-id); empty
+	// when it has none.
 	Node string `json:"node"`
 	// Worker is the claim's worker, nil when it named none.
 	Worker *string `json:"worker"`

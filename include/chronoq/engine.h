@@ -94,8 +94,11 @@ struct EngineOptions {
   // Finished attempts kept per task (Task::attempts), 0-100; 0 keeps none.
   int attempt_history = kDefaultAttemptHistory;
   // This engine's name in the attempts it grants (TaskAttempt::node), at
-  // most 200 bytes: chronoqd uses its cluster node id, else HOST:PORT.
-  std::string node = "local";
+  // most 200 bytes; empty: none. chronoqd passes --node-id (always set in a
+  // cluster). Each claim then stores it with the task (a few percent of W2
+  // for a 5-byte name, docs/BENCHMARKS.md "Attempt history"), so a single
+  // engine, whose attempts all have the same node, does without by default.
+  std::string node;
 };
 
 // Options of an in-process worker pool.

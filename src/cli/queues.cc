@@ -18,6 +18,7 @@ struct QueueArgs {
   std::string backoff_cap;
   std::string retention;
   std::string rate_limit;
+  std::string final_statuses;
   std::vector<std::string> reset;
 };
 
@@ -31,7 +32,8 @@ const std::map<std::string, std::string>& Resettable() {
                                              {"max-attempts", "max_attempts"},
                                              {"backoff", "backoff"},
                                              {"retention", "retention_ms"},
-                                             {"rate-limit", "rate_limit"}};
+                                             {"rate-limit", "rate_limit"},
+                                             {"final-statuses", "final_statuses"}};
   return *kResettable;
 }
 
@@ -67,10 +69,14 @@ void AddQueueSet(CommandTable& table, QueueArgs& a) {
   CLI::Option* rate_limit = cmd->add_option("--rate-limit", a.rate_limit,
                                             "At most N claims per sliding period, e.g. 100/1s")
                                 ->type_name("N/DUR");
+  CLI::Option* final_statuses =
+      cmd->add_option("--final-statuses", a.final_statuses,
+                      "HTTP statuses that fail a webhook task for good, e.g. 400,404,422")
+          ->type_name("LIST");
   cmd->add_option("--reset", a.reset,
                   "Put a setting back to its default (repeatable): concurrency, max-in-flight, "
                   "max-in-flight-per-key, max-pending-per-key, max-attempts, backoff, "
-                  "retention, rate-limit")
+                  "retention, rate-limit, final-statuses")
       ->type_name("SETTING")
       ->check(CLI::IsMember(Resettable()));
   table.Add(cmd, [=, &a](Session& s) {
@@ -104,6 +110,26 @@ void AddQueueSet(CommandTable& table, QueueArgs& a) {
       body["rate_limit"]["count"] = count;
       CHRONOQ_CLI_ASSIGN_OR_USAGE(body["rate_limit"]["period_ms"],
                                   ParseMillis(a.rate_limit.substr(slash + 1), "--rate-limit"), io);
+    }
+    if (Given(final_statuses)) {
+      // The server checks each status (range, 410, how many); here only that
+      // the list is a list of numbers.
+      json& list = body["final_statuses"] = json::array();
+      std::string_view rest = a.final_statuses;
+      while (!rest.empty()) {
+        const size_t comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        int status = 0;
+        const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), status);
+        if (ec != std::errc() || end != item.data() + item.size()) {
+          return Usage(io, Status::InvalidArgument("--final-statuses",
+                                                   "expected HTTP statuses separated by commas, "
+                                                   "e.g. 400,404,422, not '" +
+                                                       a.final_statuses + "'"));
+        }
+        list.push_back(status);
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
     }
     for (const std::string& name : a.reset) {
       const std::string& field = Resettable().at(name);

@@ -545,7 +545,7 @@ void AppendAttempt(std::string& out, const TaskAttempt& attempt) {
   out += ",\"duration_ms\":";
   out += std::to_string(std::chrono::floor<std::chrono::milliseconds>(attempt.duration()).count());
   out += ",\"node\":";
-  AppendString(out, attempt.node);
+  string_or_null(attempt.node);
   out += ",\"worker\":";
   string_or_null(attempt.worker);
   out += ",\"outcome\":";

@@ -38,7 +38,6 @@ RunningTask RunningFromRow(const TaskRow& row) {
   t.claimed_at = row.claimed.value_or(row.updated.value_or(Timestamp()));
   t.worker = row.worker.value_or("");
   t.node = row.node.value_or("");
-  t.attempts = row.attempts.value_or("");
   return t;
 }
 
@@ -695,6 +694,8 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
     if (it == by_seq.end()) continue;
     TaskRow& row = *it->second;
     RunningTask running = RunningFromRow(row);
+    running.claimed_at = now;  // the read-back leaves the attempt columns out
+    running.node = options_.node;
     // A key's head sat in the window at its turn, not its due.
     const Timestamp run_at = row.run_at.value_or(k.due);
     out.push_back(Lease{running.id, queue, std::move(row.payload), run_at, row.attempt,
@@ -811,10 +812,10 @@ Result<std::vector<Status>> Core::AckMany(const std::vector<AckRequest>& acks) {
   return out;
 }
 
-std::string Core::EndAttempt(const RunningTask& task, AttemptOutcome outcome,
-                             std::string_view error, std::string_view response,
-                             Timestamp now) const {
-  if (options_.attempt_history == 0) return {};
+Result<std::string> Core::EndAttempt(const RunningTask& task, AttemptOutcome outcome,
+                                     std::string_view error, std::string_view response,
+                                     Timestamp now) {
+  if (options_.attempt_history == 0) return std::string();
   TaskAttempt a;
   a.number = task.attempt;
   a.started_at = task.claimed_at;
@@ -824,13 +825,17 @@ std::string Core::EndAttempt(const RunningTask& task, AttemptOutcome outcome,
   a.outcome = outcome;
   a.error = TruncateUtf8(error, kMaxAttemptExcerptBytes);
   a.response = TruncateUtf8(response, kMaxAttemptExcerptBytes);
-  return AppendAttemptHistory(task.attempts, a, options_.attempt_history);
+  // The history so far is read only now, on this path of failures and lapses,
+  // so that claims need not carry it.
+  CHRONOQ_ASSIGN_OR_RETURN(std::optional<TaskRow> row, store_.FindBySeq(task.seq));
+  const std::string history = row && row->attempts ? *row->attempts : std::string();
+  return AppendAttemptHistory(history, a, options_.attempt_history);
 }
 
 Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::string& error,
                          AttemptOutcome outcome, std::string_view response, Timestamp now,
                          bool bury) {
-  std::string history = EndAttempt(task, outcome, error, response, now);
+  CHRONOQ_ASSIGN_OR_RETURN(std::string history, EndAttempt(task, outcome, error, response, now));
   if (bury || task.attempt >= task.max_attempts) {
     CHRONOQ_RETURN_IF_ERROR(store_.Move(
         {task.seq, TaskState::kDead, std::nullopt, error, {}, now, false, std::move(history)}));
@@ -856,9 +861,10 @@ Status Core::RetryOrBury(const RunningTask& task, Timestamp due, const std::stri
 Status Core::CancelRunning(const RunningTask& task, const std::string& error,
                            std::string_view response, Timestamp now) {
   const Timestamp purge_at = PurgeAt(task.qid, now);
-  std::string history = EndAttempt(task, AttemptOutcome::kFailed, error, response, now);
-  CHRONOQ_RETURN_IF_ERROR(store_.Move({task.seq, TaskState::kCancelled, purge_at, error, {}, now,
-                                       false, std::move(history)}));
+  CHRONOQ_ASSIGN_OR_RETURN(std::string history,
+                           EndAttempt(task, AttemptOutcome::kFailed, error, response, now));
+  CHRONOQ_RETURN_IF_ERROR(store_.Move(
+      {task.seq, TaskState::kCancelled, purge_at, error, {}, now, false, std::move(history)}));
   Count(task.qid, TaskState::kRunning, TaskState::kCancelled);
   NotePurge(purge_at);
   if (task.sid != 0) {

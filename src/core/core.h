@@ -315,10 +315,10 @@ class Core {
   Status RetryRow(TaskRow& row, Timestamp now);
   Status PurgeRow(const TaskRow& row);
   // The running task's attempt history once its current attempt ends now
-  // (AppendAttemptHistory): `error` and `response` are cut to
-  // kMaxAttemptExcerptBytes.
-  std::string EndAttempt(const RunningTask& task, AttemptOutcome outcome, std::string_view error,
-                         std::string_view response, Timestamp now) const;
+  // (AppendAttemptHistory, on the stored one): `error` and `response` are
+  // cut to kMaxAttemptExcerptBytes.
+  Result<std::string> EndAttempt(const RunningTask& task, AttemptOutcome outcome,
+                                 std::string_view error, std::string_view response, Timestamp now);
   // Moves a running task back to scheduled (or dead when out of attempts),
   // recording the attempt that ended with `outcome`. `bury`: dead now,
   // whatever attempts remain.
@@ -327,8 +327,8 @@ class Core {
                      bool bury = false);
   // Moves a running task to cancelled, keeping `error` and recording the
   // attempt as failed with `response`.
-  Status CancelRunning(const RunningTask& task, const std::string& error,
-                       std::string_view response, Timestamp now);
+  Status CancelRunning(const RunningTask& task, const std::string& error, std::string_view response,
+                       Timestamp now);
   Status Refill(Timestamp now);
 
   // --- per-key ordering (core/keys.cc) ---

@@ -81,7 +81,7 @@ Status ValidateEngineOptions(const EngineOptions& options) {
   if (options.node.size() > kMaxNodeNameBytes) {
     return Status::InvalidArgument("node", "longer than 200 bytes");
   }
-  return ValidateText(options.node, "node");
+  return options.node.empty() ? Status() : ValidateText(options.node, "node");  // empty: none
 }
 
 Status ValidateQueueName(std::string_view queue, std::string_view field) {

@@ -36,12 +36,10 @@ struct RunningTask {
   int64_t sid = 0;  // the schedule it is an occurrence of; 0: none
   std::string key;  // per-key ordering; empty: none
   // For the attempt it records when it ends (Task::attempts): when it was
-  // claimed, who claimed it and through which engine, and the history before
-  // it (stored JSON).
+  // claimed, who claimed it and through which engine (EngineOptions::node).
   Timestamp claimed_at;
   std::string worker;
-  std::string node;  // the engine that granted the claim (EngineOptions::node)
-  std::string attempts;
+  std::string node;
 };
 
 class LeaseTable {

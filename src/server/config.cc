@@ -183,8 +183,8 @@ const std::vector<Setting>& Table() {
        .flag = "--node-id",
        .env = "CHRONOQ_NODE_ID",
        .field = &C::node_id,
-       .help = "this node's name in the cluster, and in the attempt histories of tasks "
-               "(default: HOST:PORT)"},
+       .help = "this node's name in the cluster (default there: HOST:PORT), and in the "
+               "attempt histories of tasks (default outside a cluster: none)"},
       {.key = "cluster.advertise",
        .flag = "--advertise",
        .env = "CHRONOQ_ADVERTISE",

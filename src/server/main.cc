@@ -431,11 +431,7 @@ int main(int argc, char** argv) {
   EngineOptions engine_options;
   engine_options.store = startup->engine_store;
   engine_options.attempt_history = config.attempt_history;
-  // Before listening the port is known only when --listen names one.
-  engine_options.node =
-      !config.node_id.empty()
-          ? config.node_id
-          : HostName() + (options.port != 0 ? ":" + std::to_string(options.port) : "");
+  engine_options.node = config.node_id;  // attempts name no node without --node-id
   auto engine = Engine::Open(engine_options);
   if (!engine.ok()) return Fail(engine.status());
 

@@ -273,7 +273,9 @@ class Store {
   // scheduled → running, for every row of `seqs` that is scheduled: sets
   // due=lease_until, run_at=old due, the token, attempt+1, the worker
   // (NULL when empty), claimed=now and the node (the claiming engine's
-  // name; NULL when empty). Returns the rows as updated, in no particular order;
+  // name; NULL when empty). Returns the rows as updated but for `claimed`,
+  // `node` and `attempts` (left unset: the caller knows the first two, and
+  // an attempt that fails reads the history then), in no particular order;
   // rows that were not scheduled are left out.
   // (One statement per 64 rows.)
   virtual Result<std::vector<TaskRow>> MarkRunningMany(const std::vector<int64_t>& seqs,

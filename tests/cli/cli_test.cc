@@ -610,6 +610,20 @@ TEST_F(CliTest, QueueSetResetsSettingsWithNull) {
     "retention_ms":null,"max_attempts":4})"));
 }
 
+TEST_F(CliTest, QueueSetSendsFinalStatusesAsAList) {
+  ExpectUsageError({"queue", "set", "q", "--final-statuses", "404,,422"}, "--final-statuses");
+  ExpectUsageError({"queue", "set", "q", "--final-statuses", "not-found"}, "--final-statuses");
+  ExpectUsageError({"queue", "set", "q", "--final-statuses", "404", "--reset", "final-statuses"},
+                   "--reset");
+  AnswerAll(Answer(200, json::object()));
+  ASSERT_EQ(Run({"queue", "set", "hooks", "--final-statuses", "422,404"}), kExitOk) << err();
+  ASSERT_EQ(Run({"queue", "set", "hooks", "--reset", "final-statuses"}), kExitOk) << err();
+  const std::vector<Request> requests = server_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(BodyOf(requests[0]), json::parse(R"({"final_statuses":[422,404]})"));
+  EXPECT_EQ(BodyOf(requests[1]), json::parse(R"({"final_statuses":null})"));
+}
+
 TEST_F(CliTest, QueueSetTakesConcurrencyUnderOneNameOnly) {
   ExpectUsageError({"queue", "set", "q", "--concurrency", "4", "--max-in-flight", "5"}, "excludes");
   ExpectUsageError({"queue", "set", "q", "--max-in-flight", "4", "--concurrency", "4"}, "excludes");

@@ -65,7 +65,7 @@ TEST_F(EngineAttemptsTest, AnAcknowledgedAttemptIsRecordedWithItsResponse) {
   EXPECT_EQ(a.started_at, claimed);
   EXPECT_EQ(a.ended_at, claimed + 1500ms);
   EXPECT_EQ(a.duration(), 1500ms);
-  EXPECT_EQ(a.node, "local");  // EngineOptions::node's default
+  EXPECT_EQ(a.node, "");  // EngineOptions::node's default: none
   EXPECT_EQ(a.worker, "host-1:7");
   EXPECT_EQ(a.outcome, AttemptOutcome::kSucceeded);
   EXPECT_EQ(a.error, "");

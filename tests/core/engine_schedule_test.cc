@@ -567,7 +567,9 @@ TEST_F(EngineScheduleSqliteTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnc
       || '"payload":{},"misfire":"run_once","max_catchup":1,"overlap":"skip"}'
       WHERE name = 'fixed';
     ALTER TABLE tasks DROP COLUMN worker;
-    ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;
+    ALTER TABLE queues DROP COLUMN final_statuses;
+    ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node;
+    ALTER TABLE tasks DROP COLUMN attempts;
     UPDATE meta SET v = 7 WHERE k = 'schema';
   )sql");
   Open();

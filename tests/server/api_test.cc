@@ -212,7 +212,7 @@ TEST_F(ApiTest, GetTaskWithAttemptsShowsTheHistory) {
                                        {"started_at", FormatTime(claimed)},
                                        {"ended_at", FormatTime(claimed + 2s)},
                                        {"duration_ms", 2000},
-                                       {"node", "local"},
+                                       {"node", nullptr},  // EngineOptions::node: none
                                        {"worker", "w-1"},
                                        {"outcome", "failed"},
                                        {"error", "smtp 451"},

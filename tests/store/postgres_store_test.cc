@@ -338,8 +338,7 @@ TEST_F(PostgresStoreTest, APurgeDropsTheCursorsOfKeysWithAnyCharacters) {
         store_->SaveKeyCursor(q, keys[i], KeyPosition{kBase, 0, static_cast<int64_t>(i + 1)}),
         IsOk());
   }
-  ASSERT_THAT(store_->MarkSucceeded(seqs, kNow, kNow),
-              IsOk());
+  ASSERT_THAT(store_->MarkSucceeded(seqs, kNow, kNow), IsOk());
   ASSERT_TRUE(store_->Commit().ok());
   EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.key_cursors"), "6");
   ASSERT_TRUE(store_->Begin().ok());

@@ -168,7 +168,9 @@ TEST(SqliteStoreMigrationTest, ASchema2DatabaseGetsTheCoarserDueIndex) {
       "DROP INDEX tasks_key_retry; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
       "ALTER TABLE tasks DROP COLUMN key;"
       "ALTER TABLE queues DROP COLUMN key_in_flight; ALTER TABLE queues DROP COLUMN key_pending;"
-      "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;"
+      "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
+      " ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node;"
+      " ALTER TABLE tasks DROP COLUMN attempts;"
       "UPDATE meta SET v=2 WHERE k='schema';");
   EXPECT_NE(DueIndexSql(path).find("due >> 26"), std::string::npos);
 
@@ -237,7 +239,9 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
           "DROP INDEX tasks_korder; DROP TABLE key_cursors; ALTER TABLE tasks DROP COLUMN korder;"
           "CREATE INDEX tasks_key ON tasks(qid, key, due, prio)"
           "  WHERE key IS NOT NULL AND state = 0 AND attempt = 0;"
-          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;"
+          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
+          " ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node;"
+          " ALTER TABLE tasks DROP COLUMN attempts;"
           "UPDATE meta SET v=6 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
@@ -274,7 +278,9 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
     ASSERT_TRUE((*store)->Commit().ok());
   }
   ExecRaw(path,
-          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses; ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node; ALTER TABLE tasks DROP COLUMN attempts;"
+          "ALTER TABLE tasks DROP COLUMN worker; ALTER TABLE queues DROP COLUMN final_statuses;"
+          " ALTER TABLE tasks DROP COLUMN claimed; ALTER TABLE tasks DROP COLUMN node;"
+          " ALTER TABLE tasks DROP COLUMN attempts;"
           "UPDATE meta SET v=8 WHERE k='schema';");
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});

@@ -172,7 +172,8 @@ class StoreHelpers {
     };
     auto start = [&](std::vector<int64_t> seqs) {
       ASSERT_TRUE(store_->Begin().ok());
-      ASSERT_TRUE(store_->MarkRunningMany(seqs, kNow + std::chrono::seconds(30), 1, kNow, "", "").ok());
+      ASSERT_TRUE(
+          store_->MarkRunningMany(seqs, kNow + std::chrono::seconds(30), 1, kNow, "", "").ok());
       ASSERT_TRUE(store_->Commit().ok());
     };
     EXPECT_EQ(saved(), "");  // none yet: reads start at the beginning

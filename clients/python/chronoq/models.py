@@ -171,8 +171,8 @@ class Attempt:
     started_at: Optional[datetime]
     ended_at: Optional[datetime]
     duration_ms: int
-    #: the chronoqd that ended it (its ``--node-id``)
-    node: str
+    #: the chronoqd that granted the claim (its ``--node-id``), None when it has none
+    node: Optional[str]
     #: ``succeeded``, ``failed`` or ``lease_expired``
     outcome: str
     worker: Optional[str] = None
@@ -188,7 +188,7 @@ class Attempt:
             started_at=parse_time(o.get("started_at")),
             ended_at=parse_time(o.get("ended_at")),
             duration_ms=_opt_int(o.get("duration_ms")) or 0,
-            node=_opt_str(o.get("node")) or "",
+            node=_opt_str(o.get("node")),
             outcome=_opt_str(o.get("outcome")) or "",
             worker=_opt_str(o.get("worker")),
             error=_opt_str(o.get("error")),

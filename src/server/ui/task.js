@@ -25,7 +25,7 @@ function attemptRow(a) {
   return el("tr", {},
     el("td", {}, a.attempt), el("td", { class: a.outcome === "succeeded" ? "" : "dead" }, a.outcome),
     el("td", { title: a.started_at }, formatIn(a.started_at, "local")),
-    el("td", {}, formatMs(a.duration_ms)), el("td", {}, a.node), el("td", {}, a.worker ?? "–"),
+    el("td", {}, formatMs(a.duration_ms)), el("td", {}, a.node ?? "–"), el("td", {}, a.worker ?? "–"),
     el("td", { class: "error-text" }, detail));
 }
 

@@ -163,6 +163,7 @@ class Rows {
   explicit Rows(PgResult r) : r_(std::move(r)) {}
 
   int size() const { return PQntuples(r_.get()); }
+  int columns() const { return PQnfields(r_.get()); }
   bool empty() const { return size() == 0; }
   // The command tag ("COMMIT", "ROLLBACK", "UPDATE 3", ...).
   std::string_view command() const { return PQcmdStatus(r_.get()); }

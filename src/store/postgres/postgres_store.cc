@@ -200,6 +200,12 @@ INSERT INTO meta(k, v) VALUES('schema', 4), ('next_token', 1) ON CONFLICT (k) DO
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
   "t.response, t.sid, t.key, t.worker, t.claimed, t.node, t.attempts"
 constexpr int kTaskColumns = 23;
+// ... but the attempt columns, which a claim does not return
+// (Store::MarkRunningMany).
+#define CHRONOQ_PG_CLAIMED_COLS                                                           \
+  "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
+  "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
+  "t.response, t.sid, t.key, t.worker"
 
 // The schedule columns in ScheduleAt() order.
 #define CHRONOQ_PG_SCHEDULE_COLS                                                           \
@@ -229,9 +235,12 @@ TaskRow TaskAt(const Rows& rows, int i) {
   r.sid = rows.OptInt(i, 17);
   r.key = rows.OptText(i, 18);
   r.worker = rows.OptText(i, 19);
-  r.claimed = rows.OptTime(i, 20);
-  r.node = rows.OptText(i, 21);
-  r.attempts = rows.OptText(i, 22);
+  // A claim's RETURNING leaves them out (CHRONOQ_PG_CLAIMED_COLS).
+  if (rows.columns() > 20) {
+    r.claimed = rows.OptTime(i, 20);
+    r.node = rows.OptText(i, 21);
+    r.attempts = rows.OptText(i, 22);
+  }
   return r;
 }
 
@@ -324,7 +333,7 @@ constexpr Sql kMarkRunning{
     "mark_running",
     "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3,"
     " worker=$5, claimed=$3, node=$6 WHERE t.seq = ANY($4::bigint[]) AND " CHRONOQ_PG_STATE_IS(
-        "t.state", "0") " RETURNING " CHRONOQ_PG_TASK_COLS};
+        "t.state", "0") " RETURNING " CHRONOQ_PG_CLAIMED_COLS};
 // Leaving `scheduled` keeps the instant it was due in run_at; entering it
 // clears run_at, since due is the run time again.
 constexpr Sql kMove{

@@ -289,6 +289,13 @@ constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
   "t.response, t.sid, t.key, t.worker, t.claimed, t.node, t.attempts"
+// ... but the attempt columns (claimed, node, attempts), which a claim's
+// read-back leaves out (Store::MarkRunningMany): three columns fewer to read
+// for every claimed task.
+#define CHRONOQ_CLAIMED_COLS                                                              \
+  "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
+  "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
+  "t.response, t.sid, t.key, t.worker"
 // A task with its queue's name and its schedule's (empty if none), for readers.
 #define CHRONOQ_READ_COLS                                                  \
   "SELECT " CHRONOQ_TASK_COLS ", q.name, coalesce(s.name, '') FROM tasks t" \
@@ -445,9 +452,12 @@ class Stmt {
     r.sid = OptInt(17);
     r.key = OptText(18);
     r.worker = OptText(19);
-    r.claimed = OptTime(20);
-    r.node = OptText(21);
-    r.attempts = OptText(22);
+    // A claim's read-back leaves them out (kClaimedCols).
+    if (sqlite3_column_count(s_) > 20) {
+      r.claimed = OptTime(20);
+      r.node = OptText(21);
+      r.attempts = OptText(22);
+    }
     return r;
   }
 
@@ -1417,7 +1427,7 @@ class SqliteStore final : public Store {
         "UPDATE tasks SET state=1, run_at=due, due=?1, token=?2, attempt=attempt+1, updated=?3,"
         " worker=?4, claimed=?3, node=?5 WHERE +state=0 AND seq IN " +
         InList(6);
-    const std::string read_claimed_sql = "SELECT " CHRONOQ_TASK_COLS
+    const std::string read_claimed_sql = "SELECT " CHRONOQ_CLAIMED_COLS
                                          " FROM tasks t WHERE +t.token=?1 AND +t.updated=?2"
                                          " AND t.seq IN " +
                                          InList(3) + " ORDER BY t.seq";

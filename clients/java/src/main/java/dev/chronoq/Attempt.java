@@ -29,7 +29,8 @@ public final class Attempt {
      */
     public long durationMs() { return raw.path("duration_ms").asLong(); }
     /**
-     * @return the chronoqd that ended it (its {@code --node-id})
+     * @return the chronoqd that granted the claim (its {@code --node-id}), or null when it
+     *     has none
      */
     public String node() { return Json.text(raw, "node"); }
     /**

@@ -192,7 +192,7 @@ class ClientTest extends ServerTest {
         assertEquals("host-a:1", a.worker());
         assertEquals("S3 said 503", a.error());
         assertNull(a.response());
-        assertFalse(a.node().isEmpty());
+        assertNull(a.node());  // the test's chronoqd has no --node-id
         assertFalse(a.endedAt().isBefore(a.startedAt()));
     }
 
