@@ -820,7 +820,7 @@ Result<std::string> Core::EndAttempt(const RunningTask& task, AttemptOutcome out
   a.number = task.attempt;
   a.started_at = task.claimed_at;
   a.ended_at = now;
-  a.node = task.node.empty() ? options_.node : task.node;  // empty: claimed before schema 11
+  a.node = task.node;  // empty: the claimer had no name (or claimed before schema 11)
   a.worker = task.worker;
   a.outcome = outcome;
   a.error = TruncateUtf8(error, kMaxAttemptExcerptBytes);
