@@ -476,6 +476,10 @@ void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Server server(o, "W2");
   const std::string queue = server.Queue("w2");
+  // chronoqd's CPU through enqueue, claim and acknowledgement of the n tasks
+  // (issue 19's cost per task), when this process started it.
+  const std::optional<pid_t> pid = server.pid();
+  const double cpu0 = pid ? ProcessCpuSeconds(*pid) : 0.0;
   {
     const auto bodies = BatchBodies(queue, n, 1000, rng, [](int64_t) { return std::string(); });
     std::cerr << "W2: enqueueing " << n << " tasks due now\n";
@@ -502,6 +506,10 @@ void RunHttpW2(const Options& o, int64_t n, uint64_t seed) {
   j["redelivered"] = d.claimed - n;
   j["connections"] = workers;
   j["claim_batch"] = o.batch;
+  if (pid) {
+    j["chronoqd_cpu_s_per_m"] =
+        Round((ProcessCpuSeconds(*pid) - cpu0) / static_cast<double>(n) * 1e6, 2);
+  }
   Emit(j);
   c.clear();
   server.Stop();
