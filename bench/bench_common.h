@@ -50,6 +50,7 @@ struct Options {
   std::string url;               // a running chronoqd; empty: the bench starts one per workload
   std::string chronoqd;          // the chronoqd binary the bench starts
   int w1_batch_connections = 1;  // W1 batch: connections sending batches at once
+  std::string w1_batch_return = "tasks";  // W1 batch: the answer asked for ("return")
   int kills = 20;                // W9: failovers
   int dashboards = 0;            // http W2: dashboards open meanwhile (DashboardLoad)
   // Embedded W2: this many more tasks, due in 30 days on queue "w2-bulk",

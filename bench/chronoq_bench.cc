@@ -879,6 +879,10 @@ int main(int argc, char** argv) {
                  "http target, W1 batch: connections sending batches at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
+  app.add_option("--batch-return", o.w1_batch_return,
+                 "http target, W1 batch: what each batch's answer holds (\"return\")")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tasks", "ids"}));
   app.add_option("--dashboards", o.dashboards,
                  "http target, W2: dashboards open while it drains, each refreshing its overview "
                  "as the dashboard does (queues every 2 s, the stats history every 10 s)")

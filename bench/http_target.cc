@@ -264,7 +264,7 @@ double ProcessCpuSeconds(pid_t pid) {
 
 // Checks that all `n` tasks of a W1 run are scheduled, then prints its line.
 void ReportW1(Connection& c, const std::string& queue, const std::string& mode, int64_t n,
-              int connections, const Span& span) {
+              int connections, const Span& span, const std::string& batch_return = "") {
   const int64_t scheduled = Count(QueueCounts(c, queue), "scheduled");
   if (scheduled != n) {
     throw BenchError("W1 " + mode + ": " + std::to_string(scheduled) + " of " + std::to_string(n) +
@@ -273,6 +273,7 @@ void ReportW1(Connection& c, const std::string& queue, const std::string& mode, 
   json j = Line("W1", "http", mode, n);
   j["per_s"] = std::llround(static_cast<double>(n) / Seconds(span.end - span.start));
   j["connections"] = connections;
+  if (!batch_return.empty()) j["return"] = batch_return;
   Emit(j);
 }
 
@@ -288,7 +289,12 @@ void RunHttpW1(const Options& o, int64_t n, uint64_t seed) {
     const std::string queue = server.Queue("w1");
     const int conns = static_cast<int>(
         std::min<int64_t>(o.w1_batch_connections, std::max<int64_t>(1, (n + 999) / 1000)));
-    const std::vector<std::string> bodies = BatchBodies(queue, n, 1000, rng, random_delay);
+    std::vector<std::string> bodies = BatchBodies(queue, n, 1000, rng, random_delay);
+    if (o.w1_batch_return != "tasks") {
+      for (std::string& body : bodies) {
+        body.insert(body.size() - 1, ",\"return\":\"" + o.w1_batch_return + "\"");
+      }
+    }
     std::vector<std::unique_ptr<Connection>> c;
     for (int i = 0; i < conns; ++i) c.push_back(server.Connect());
     std::cerr << "W1 batch: enqueueing " << n << " tasks in batches of 1000 over " << conns
@@ -300,7 +306,7 @@ void RunHttpW1(const Options& o, int64_t n, uint64_t seed) {
         c[static_cast<size_t>(t)]->Expect2xx("POST", "/v1/tasks/batch", bodies[i]);
       }
     });
-    ReportW1(*c[0], queue, "batch", n, conns, span);
+    ReportW1(*c[0], queue, "batch", n, conns, span, o.w1_batch_return);
     c.clear();
     server.Stop();
   }

@@ -134,6 +134,29 @@ TEST_F(ApiTest, BatchIsAllOrNothingAndErrorsNameTheIndex) {
   EXPECT_EQ(engine_->Get("c").status().code(), StatusCode::kNotFound);
 }
 
+// "return": "ids" answers the ids alone, in order, generated ones included;
+// "tasks" is the default. A bad value changes nothing.
+TEST_F(ApiTest, BatchAnswersIdsAloneWhenAsked) {
+  ApiResponse ids = Call("POST", "/v1/tasks/batch",
+                         R"({"tasks":[{"queue":"q","id":"a"},{"queue":"q"}],"return":"ids"})");
+  ASSERT_EQ(ids.status, 201) << ids.body;
+  const json got = Json(ids);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got["ids"].size(), 2u);
+  EXPECT_EQ(got["ids"][0], "a");
+  EXPECT_EQ(StateOf(got["ids"][1].get<std::string>()), TaskState::kScheduled);
+  ApiResponse full =
+      Call("POST", "/v1/tasks/batch", R"({"tasks":[{"queue":"q","id":"b"}],"return":"tasks"})");
+  ASSERT_EQ(full.status, 201) << full.body;
+  EXPECT_EQ(Json(full)["tasks"][0]["id"], "b");
+  ExpectError(
+      Call("POST", "/v1/tasks/batch", R"({"tasks":[{"queue":"q","id":"c"}],"return":"id"})"), 400,
+      "invalid_argument", "return");
+  ExpectError(Call("POST", "/v1/tasks/batch", R"({"tasks":[{"queue":"q","id":"c"}],"return":1})"),
+              400, "invalid_argument", "return");
+  EXPECT_EQ(engine_->Get("c").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(ApiTest, ListPagesWithCursors) {
   for (int i = 0; i < 5; ++i) Add(std::chrono::seconds(i));
   std::vector<std::string> seen;
