@@ -21,6 +21,9 @@ Result<Timestamp> ParseTime(std::string_view text, std::string_view field = "tim
 
 // Formats as RFC 3339 UTC with milliseconds ("...T03:00:00.000Z").
 std::string FormatTime(Timestamp t);
+// Appends FormatTime(t) to `out` without a string of its own (24 bytes: one
+// allocation saved per instant written, three or four per task as JSON).
+void AppendFormattedTime(std::string& out, Timestamp t);
 
 // Parses a human duration: "250ms", "10s", "5m", "2h", "7d" or a combination
 // ("1h30m"); a bare integer means milliseconds.

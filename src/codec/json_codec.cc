@@ -451,7 +451,7 @@ void AppendString(std::string& out, std::string_view text) {
 
 void AppendTime(std::string& out, Timestamp t) {
   out += '"';
-  out += FormatTime(t);
+  AppendFormattedTime(out, t);
   out += '"';
 }
 

@@ -94,12 +94,21 @@ Result<Timestamp> ParseTime(std::string_view text, std::string_view field) {
 }
 
 std::string FormatTime(Timestamp t) {
+  std::string out;
+  AppendFormattedTime(out, t);
+  return out;
+}
+
+void AppendFormattedTime(std::string& out, Timestamp t) {
   using namespace std::chrono;
   const auto ms = floor<milliseconds>(t);
   const auto day = floor<date::days>(ms);
   const date::year_month_day ymd(day);
   const int year = static_cast<int>(ymd.year());
-  if (year < 0 || year > 9999) return date::format("%FT%TZ", ms);
+  if (year < 0 || year > 9999) {
+    out += date::format("%FT%TZ", ms);
+    return;
+  }
   // By hand: date::format goes through an ostringstream, which profiles of
   // chronoqd found to be most of the cost of writing a task as JSON.
   int64_t rest = (ms - day).count();  // milliseconds into the day
@@ -124,7 +133,7 @@ std::string FormatTime(Timestamp t) {
   buf[19] = '.';
   put(20, millis, 3);
   buf[23] = 'Z';
-  return std::string(buf, sizeof buf);
+  out.append(buf, sizeof buf);
 }
 
 Result<Duration> ParseDuration(std::string_view text, std::string_view field) {
