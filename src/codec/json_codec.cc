@@ -85,6 +85,15 @@ void AppendOptional(std::string& out, const std::optional<T>& value, Append appe
   }
 }
 
+// `text` as a JSON string, or null when it is empty.
+void AppendStringOrNull(std::string& out, std::string_view text) {
+  if (text.empty()) {
+    out += "null";
+  } else {
+    AppendString(out, text);
+  }
+}
+
 }  // namespace
 
 Result<Json> ParseBody(std::string_view body) {
@@ -467,11 +476,7 @@ void AppendCommon(std::string& out, std::string_view id, std::string_view queue,
   out += ",\"queue\":";
   AppendString(out, queue);
   out += ",\"key\":";
-  if (key.empty()) {
-    out += "null";
-  } else {
-    AppendString(out, key);
-  }
+  AppendStringOrNull(out, key);
   out += ",\"payload\":";
   out += payload;
   out += ",\"run_at\":";
@@ -529,13 +534,6 @@ void AppendTask(std::string& out, const Task& task) {
 }
 
 void AppendAttempt(std::string& out, const TaskAttempt& attempt) {
-  const auto string_or_null = [&out](const std::string& text) {
-    if (text.empty()) {
-      out += "null";
-    } else {
-      AppendString(out, text);
-    }
-  };
   out += "{\"attempt\":";
   out += std::to_string(attempt.number);
   out += ",\"started_at\":";
@@ -545,15 +543,15 @@ void AppendAttempt(std::string& out, const TaskAttempt& attempt) {
   out += ",\"duration_ms\":";
   out += std::to_string(std::chrono::floor<std::chrono::milliseconds>(attempt.duration()).count());
   out += ",\"node\":";
-  string_or_null(attempt.node);
+  AppendStringOrNull(out, attempt.node);
   out += ",\"worker\":";
-  string_or_null(attempt.worker);
+  AppendStringOrNull(out, attempt.worker);
   out += ",\"outcome\":";
   AppendString(out, AttemptOutcomeName(attempt.outcome));
   out += ",\"error\":";
-  string_or_null(attempt.error);
+  AppendStringOrNull(out, attempt.error);
   out += ",\"response\":";
-  string_or_null(attempt.response);
+  AppendStringOrNull(out, attempt.response);
   out += '}';
 }
 
@@ -932,11 +930,7 @@ void AppendStoredAttempt(std::string& out, const TaskAttempt& attempt) {
   while (n > 0 && texts[n - 1]->empty()) --n;
   for (size_t i = 0; i < n; ++i) {
     out += ',';
-    if (texts[i]->empty()) {
-      out += "null";
-    } else {
-      AppendString(out, *texts[i]);
-    }
+    AppendStringOrNull(out, *texts[i]);
   }
   out += ']';
 }

@@ -236,8 +236,8 @@ struct Startup {
   // webhooks.secrets points here.
   std::unique_ptr<server::WebhookSecretRegistry> webhook_secrets;
   server::WebhookOptions webhooks;
-  std::string engine_store;                       // without --cluster: the engine's store URL
-  PostgresOptions cluster_store;                  // with --cluster
+  std::string engine_store;       // without --cluster: the engine's store URL
+  PostgresOptions cluster_store;  // with --cluster
 };
 
 // Everything start-up checks before it listens or opens the store, which
@@ -460,8 +460,7 @@ int main(int argc, char** argv) {
   spdlog::info("chronoqd {} listening on {}://{}:{}", CHRONOQ_VERSION, scheme, options.host,
                http.port());
 
-  const int sig =
-      WaitForStop(signals, startup->tokens.get(), startup->webhook_secrets.get());
+  const int sig = WaitForStop(signals, startup->tokens.get(), startup->webhook_secrets.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
   http.Stop([&] { (*engine)->ReleaseWaitingClaims(); });
   blocking.join();
