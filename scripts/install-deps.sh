@@ -15,6 +15,8 @@ packages=(
   libspdlog-dev libfmt-dev libcli11-dev libboost-dev libssl-dev
   # chronoqd's config file (TOML): toml++ 3.3 in bookworm.
   libtomlplusplus-dev
+  # simdjson: chronoqd reads task bodies without a JSON document (src/server/task_bodies.h).
+  libsimdjson-dev
   # The TLS tests make a throwaway CA with the openssl command (tests/support/make-test-certs.sh).
   openssl
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -86,6 +86,8 @@ struct TaskSpec {
   // place while it retries. 1-200 bytes of UTF-8 without control characters;
   // empty: no key.
   std::string key;
+
+  friend bool operator==(const TaskSpec&, const TaskSpec&) = default;
 };
 
 // How one attempt (a claim) ended: an acknowledgement, a failure (which

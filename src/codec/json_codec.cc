@@ -55,9 +55,6 @@ std::string_view TypeName(const Json& v) {
   }
 }
 
-// Epoch milliseconds accepted for times: 1970 to the end of 9999.
-constexpr int64_t kMaxEpochMillis = 253402300799999;
-
 int64_t Millis(Duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
 }
@@ -177,10 +174,8 @@ Status ObjectReader::Int(std::string_view name, std::optional<int>& out) {
 }
 
 Status ObjectReader::Millis(std::string_view name, std::optional<Duration>& out) {
-  // Any count of milliseconds a Duration (int64 microseconds) can hold.
-  constexpr int64_t kLimit = INT64_MAX / 1000;
   std::optional<int64_t> ms;
-  CHRONOQ_RETURN_IF_ERROR(Int(name, ms, -kLimit, kLimit));
+  CHRONOQ_RETURN_IF_ERROR(Int(name, ms, -kMaxMillis, kMaxMillis));
   if (ms) out = std::chrono::milliseconds(*ms);
   return {};
 }

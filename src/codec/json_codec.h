@@ -29,6 +29,13 @@ namespace chronoq {
 
 using Json = nlohmann::json;
 
+// Epoch milliseconds accepted for times (ObjectReader::Time): 1970 to the
+// end of 9999.
+inline constexpr int64_t kMaxEpochMillis = 253402300799999;
+// Milliseconds accepted for durations (ObjectReader::Millis): any count a
+// Duration (int64 microseconds) can hold.
+inline constexpr int64_t kMaxMillis = INT64_MAX / 1000;
+
 // Parses a request body that must be a JSON object.
 Result<Json> ParseBody(std::string_view body);
 

@@ -7,6 +7,7 @@
 #include "chronoq/time.h"
 
 #include "codec/json_codec.h"
+#include "server/task_bodies.h"
 #include "server/ui.h"
 
 namespace chronoq::server {
@@ -593,9 +594,7 @@ ApiResponse MethodNotAllowed(std::string_view method, std::string_view path, std
 // --- tasks -------------------------------------------------------------------
 
 void Api::CreateTask(const std::string& body, const Respond& respond) {
-  Result<Json> json = ParseBody(body);
-  if (!json.ok()) return respond(ErrorResponse(json.status()));
-  Result<TaskSpec> spec = ParseTaskSpec(*json, "");
+  Result<TaskSpec> spec = ReadTaskBody(body);
   if (!spec.ok()) return respond(ErrorResponse(spec.status()));
   engine_.EnqueueAsync(std::move(*spec), [this, respond](Result<Task> t) {
     if (!t.ok()) return respond(ErrorResponse(t.status()));
@@ -608,31 +607,11 @@ void Api::CreateTask(const std::string& body, const Respond& respond) {
 }
 
 void Api::CreateBatch(const std::string& body, const Respond& respond) {
-  Result<Json> json = ParseBody(body);
-  if (!json.ok()) return respond(ErrorResponse(json.status()));
-  ObjectReader r(*json);
-  const Json* tasks = nullptr;
-  // "return": "ids" answers the ids alone, in order: for clients that need
-  // no more, it saves rendering each task (issue 19).
-  std::optional<std::string> answer;
-  Status s = r.Required("tasks");
-  if (s.ok()) s = r.Array("tasks", tasks);
-  if (s.ok()) s = r.String("return", answer);
-  if (s.ok() && answer && *answer != "tasks" && *answer != "ids") {
-    s = Status::InvalidArgument("return", "must be tasks or ids, not '" + *answer + "'");
-  }
-  if (s.ok()) s = r.Finish();
-  if (!s.ok()) return respond(ErrorResponse(s));
-  const bool ids_only = answer == "ids";
-  std::vector<TaskSpec> specs;
-  specs.reserve(tasks->size());
-  for (size_t i = 0; i < tasks->size(); ++i) {
-    Result<TaskSpec> spec = ParseTaskSpec((*tasks)[i], "tasks[" + std::to_string(i) + "].");
-    if (!spec.ok()) return respond(ErrorResponse(spec.status()));
-    specs.push_back(std::move(*spec));
-  }
+  Result<TaskBatch> batch = ReadTaskBatchBody(body);
+  if (!batch.ok()) return respond(ErrorResponse(batch.status()));
+  const bool ids_only = batch->ids_only;
   engine_.EnqueueBatchAsync(
-      std::move(specs),
+      std::move(batch->specs),
       Reply<std::vector<Task>>(
           respond,
           [this, ids_only](std::string& out, const std::vector<Task>& stored) {
