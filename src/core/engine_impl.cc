@@ -482,10 +482,14 @@ Result<CoreFn<std::vector<Task>>> EngineImpl::PrepareEnqueue(std::span<const Tas
   valid.reserve(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     // max_attempts 0 is resolved by the loop, from the queue's settings.
-    CHRONOQ_ASSIGN_OR_RETURN(
-        ValidTask t,
-        ValidateTaskSpec(specs[i], now, 0, batch ? "tasks[" + std::to_string(i) + "]." : ""));
-    valid.push_back(std::move(t));
+    Result<ValidTask> t = ValidateTaskSpec(specs[i], now, 0, "");
+    if (!t.ok() && batch) {
+      // The same error again, its field named with the task's place in the
+      // batch: naming every field so up front cost a string per field and task.
+      t = ValidateTaskSpec(specs[i], now, 0, "tasks[" + std::to_string(i) + "].");
+    }
+    CHRONOQ_RETURN_IF_ERROR(t.status());
+    valid.push_back(std::move(*t));
   }
   return CoreFn<std::vector<Task>>([valid = std::move(valid), batch](Core& core) mutable {
     return core.Enqueue(std::move(valid), batch);
