@@ -406,8 +406,21 @@ Result<ScheduleSpec> ParseScheduleSpec(const Json& object,
 
 void AppendString(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
+  const auto plain = [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+  };
   out += '"';
   for (size_t i = 0; i < text.size(); ++i) {
+    // Printable ASCII but the quote and the backslash is written as it is:
+    // the whole run at once.
+    size_t end = i;
+    while (end < text.size() && plain(text[end])) ++end;
+    if (end > i) {
+      out.append(text.data() + i, end - i);
+      if (end == text.size()) break;
+      i = end;
+    }
     const char c = text[i];
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x80) {

@@ -2,6 +2,8 @@
 // and hand-written output that must be valid JSON.
 #include "codec/json_codec.h"
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 #include "chronoq/time.h"
@@ -60,6 +62,23 @@ TEST(JsonCodecTest, StringsAreEscaped) {
   AppendString(out, "a\"b\\c\n\x01é");
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001é\"");
   EXPECT_EQ(Json::parse(out).get<std::string>(), "a\"b\\c\n\x01é");
+}
+
+// Plain runs are appended whole: whatever mix of plain and escaped bytes,
+// valid UTF-8 reads back as it was.
+TEST(JsonCodecTest, AnyMixOfPlainAndEscapedBytesReadsBack) {
+  std::mt19937 rng(19);
+  const std::vector<std::string> pieces = {
+      "a",        "plain run ",       "\"", "\\", "\n", "\x01", "\x7f",
+      "\xc3\xa9", "\xf0\x9f\x98\x80", "\t", "/",  ""};
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    for (int k = static_cast<int>(rng() % 8); k > 0; --k) text += pieces[rng() % pieces.size()];
+    std::string out = "x";
+    AppendString(out, text);
+    ASSERT_EQ(out.substr(0, 2), "x\"");
+    EXPECT_EQ(Json::parse(out.substr(1)).get<std::string>(), text);
+  }
 }
 
 // Found by tests/fuzz/fuzz_http_request: GET /v1/tasks/%FF answered 404 with
