@@ -48,13 +48,34 @@ TEST_F(ImportTest, LinesAreSplicedIntoBatchesAsWritten) {
   const TempFile file(Lines({R"({"queue":"q","id":"a"})", R"( {"queue": "q", "payload": [1, 2]} )",
                              R"({"queue":"q","delay_ms":5000})"}));
   ASSERT_EQ(Run({"import", file.path(), "--batch", "2"}), kExitOk) << err();
-  EXPECT_THAT(Bodies(server_.requests()),
-              ::testing::ElementsAre(
-                  R"({"tasks":[{"queue":"q","id":"a"}, {"queue": "q", "payload": [1, 2]} ]})",
-                  R"({"tasks":[{"queue":"q","delay_ms":5000}]})"));
+  EXPECT_THAT(
+      Bodies(server_.requests()),
+      ::testing::ElementsAre(
+          R"({"tasks":[{"queue":"q","id":"a"}, {"queue": "q", "payload": [1, 2]} ],"return":"ids"})",
+          R"({"tasks":[{"queue":"q","delay_ms":5000}],"return":"ids"})"));
   EXPECT_THAT(out(), StartsWith("created 3 tasks from 3 lines in "));
   EXPECT_THAT(out(), HasSubstr(" tasks/s\n"));
   EXPECT_THAT(err(), IsEmpty());
+}
+
+// A chronoqd from before "return": "ids" refuses the field and stores
+// nothing of the batch: it gets that batch again, and the rest, without.
+TEST_F(ImportTest, AnOlderChronoqdGetsBatchesWithoutReturn) {
+  server_.SetHandler([](const Request& r) {
+    if (r.body.find("\"return\"") != std::string::npos) {
+      return Error(400, "invalid_argument", "return: unknown field", "return");
+    }
+    return Stored();
+  });
+  const TempFile file(Lines(
+      {R"({"queue":"q","id":"a"})", R"({"queue":"q","id":"b"})", R"({"queue":"q","id":"c"})"}));
+  ASSERT_EQ(Run({"import", file.path(), "--batch", "2"}), kExitOk) << err();
+  EXPECT_THAT(Bodies(server_.requests()),
+              ::testing::ElementsAre(
+                  R"({"tasks":[{"queue":"q","id":"a"},{"queue":"q","id":"b"}],"return":"ids"})",
+                  R"({"tasks":[{"queue":"q","id":"a"},{"queue":"q","id":"b"}]})",
+                  R"({"tasks":[{"queue":"q","id":"c"}]})"));
+  EXPECT_THAT(out(), StartsWith("created 3 tasks from 3 lines in "));
 }
 
 TEST_F(ImportTest, BlankLinesAndCarriageReturnsAreSkipped) {
@@ -64,7 +85,7 @@ TEST_F(ImportTest, BlankLinesAndCarriageReturnsAreSkipped) {
       "\r\n  \t\n"
       R"({"queue":"r"})");  // no final newline
   ASSERT_EQ(Run({"import", "-"}), kExitOk) << err();
-  EXPECT_EQ(OnlyRequest().body, R"({"tasks":[{"queue":"q"},{"queue":"r"}]})");
+  EXPECT_EQ(OnlyRequest().body, R"({"tasks":[{"queue":"q"},{"queue":"r"}],"return":"ids"})");
   EXPECT_THAT(out(), StartsWith("created 2 tasks from 4 lines (2 blank) in "));
 }
 
@@ -143,7 +164,7 @@ TEST_F(ImportTest, SkipLeavesOutTheFirstLines) {
   const TempFile file(
       Lines({R"({"queue":"a"})", "not even JSON", R"({"queue":"c"})", R"({"queue":"d"})"}));
   ASSERT_EQ(Run({"import", file.path(), "--skip", "2"}), kExitOk) << err();
-  EXPECT_EQ(OnlyRequest().body, R"({"tasks":[{"queue":"c"},{"queue":"d"}]})");
+  EXPECT_EQ(OnlyRequest().body, R"({"tasks":[{"queue":"c"},{"queue":"d"}],"return":"ids"})");
   EXPECT_THAT(out(), StartsWith("created 2 tasks from 4 lines (first 2 skipped) in "));
 }
 
