@@ -69,7 +69,8 @@ set(_known_external
   "SQLite::SQLite3|SQLite3|sqlite3|"
   "PostgreSQL::PostgreSQL|PostgreSQL||-lpq"
   "spdlog::spdlog|spdlog|spdlog|"
-  "date::date-tz|date||-ldate-tz")
+  "date::date-tz|date||-ldate-tz"
+  "absl::btree|absl|absl_btree|")
 set(CHRONOQ_LINK_DEPS "")
 set(CHRONOQ_FIND_DEPS "")
 set(CHRONOQ_PC_REQUIRES "")

@@ -17,6 +17,8 @@ packages=(
   libtomlplusplus-dev
   # simdjson: chronoqd reads task bodies without a JSON document (src/server/task_bodies.h).
   libsimdjson-dev
+  # Abseil's B-tree: the engine's window of tasks due soon (src/timer/window.h).
+  libabsl-dev
   # The TLS tests make a throwaway CA with the openssl command (tests/support/make-test-certs.sh).
   openssl
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -33,7 +33,7 @@ std::optional<Timestamp> Window::EarliestDue(int64_t qid) const {
 size_t Window::CountDue(int64_t qid, Timestamp now) const {
   auto it = queues_.find(qid);
   if (it == queues_.end() || it->second.empty()) return 0;
-  const std::set<Key>& keys = it->second;
+  const Keys& keys = it->second;
   if (keys.rbegin()->due <= now) return keys.size();
   size_t n = 0;
   for (auto k = keys.begin(); k != keys.end() && k->due <= now; ++k) ++n;

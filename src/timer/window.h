@@ -13,8 +13,9 @@
 
 #include <cstdint>
 #include <optional>
-#include <set>
 #include <unordered_map>
+
+#include <absl/container/btree_set.h>
 
 #include "chronoq/clock.h"
 
@@ -49,7 +50,11 @@ class Window {
   void Clear();
 
  private:
-  std::unordered_map<int64_t, std::set<Key>> queues_;
+  // A B-tree, not a std::set: with W1's tasks due at random instants a
+  // std::set of 400,000 entries missed the cache at every level of an insert
+  // (Window::Add, a sixth of the engine loop's time; docs/BENCHMARKS.md).
+  using Keys = absl::btree_set<Key>;
+  std::unordered_map<int64_t, Keys> queues_;
   size_t size_ = 0;
   Timestamp horizon_ = Timestamp::min();
 };
