@@ -127,6 +127,8 @@ struct AckFailure {
   // The HTTP status a webhook target answered: when the queue lists it in
   // QueueSettings::final_statuses, the task goes dead at once.
   std::optional<int> http_status;
+
+  friend bool operator==(const AckFailure&, const AckFailure&) = default;
 };
 
 // One task and the token of its lease, for AckMany and ExtendMany.
@@ -139,6 +141,8 @@ struct AckRequest {
   // goes dead, as Fail does), in the same commit as the batch's other
   // outcomes. ExtendMany ignores it.
   std::optional<AckFailure> failure;
+
+  friend bool operator==(const AckRequest&, const AckRequest&) = default;
 };
 
 // A claim that first acknowledges the tasks of the previous one
@@ -155,6 +159,8 @@ struct ClaimRequest {
   // Acknowledged before the claim, usually in the same commit, so the claim
   // can take what they free (the next task of their keys).
   std::vector<AckRequest> acks;
+
+  friend bool operator==(const ClaimRequest&, const ClaimRequest&) = default;
 };
 struct ClaimAnswer {
   std::vector<Lease> leases;

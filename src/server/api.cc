@@ -22,44 +22,6 @@ ApiResponse JsonResponse(int status, std::string body) {
   return r;
 }
 
-// Reads the optional array `acks`: [{id, token}] for successes, beside
-// [{id, token, error, retry_in_ms?}] for failures (an entry with `error`
-// fails its task). The engine checks the count, the ids and retry_in_ms.
-Status ReadAcks(ObjectReader& r, std::vector<AckRequest>& out) {
-  const Json* acks = nullptr;
-  CHRONOQ_RETURN_IF_ERROR(r.Array("acks", acks));
-  if (acks == nullptr) return {};
-  // No acknowledgements means "none" to the engine: an empty array given
-  // cannot be passed on.
-  if (acks->empty()) return Status::InvalidArgument("acks", "must not be empty (leave it out)");
-  out.reserve(acks->size());
-  for (size_t i = 0; i < acks->size(); ++i) {
-    const std::string prefix = "acks[" + std::to_string(i) + "].";
-    if (!(*acks)[i].is_object()) {
-      return Status::InvalidArgument(prefix.substr(0, prefix.size() - 1), "must be an object");
-    }
-    ObjectReader a((*acks)[i], prefix);
-    std::optional<std::string> id;
-    AckRequest req;
-    CHRONOQ_RETURN_IF_ERROR(a.Required("id"));
-    CHRONOQ_RETURN_IF_ERROR(a.String("id", id));
-    CHRONOQ_RETURN_IF_ERROR(ReadToken(a, req.token));
-    std::optional<std::string> error;
-    std::optional<Duration> retry_in;
-    CHRONOQ_RETURN_IF_ERROR(a.String("error", error));
-    CHRONOQ_RETURN_IF_ERROR(a.Millis("retry_in_ms", retry_in));
-    CHRONOQ_RETURN_IF_ERROR(a.Finish());
-    if (retry_in && !error) {
-      return Status::InvalidArgument(prefix + "retry_in_ms",
-                                     "only with error (a failure's retry delay)");
-    }
-    if (error) req.failure = AckFailure{std::move(*error), retry_in};
-    req.id = std::move(*id);
-    out.push_back(std::move(req));
-  }
-  return {};
-}
-
 std::vector<std::string> AckIds(const std::vector<AckRequest>& acks) {
   std::vector<std::string> ids;
   ids.reserve(acks.size());
@@ -723,25 +685,10 @@ void Api::RescheduleTask(const std::string& id, const std::string& body, const R
 // --- workers -------------------------------------------------------------------
 
 void Api::Claim(const std::string& queue, const std::string& body, const Respond& respond) {
-  Result<Json> json = body.empty() ? Result<Json>(Json::object()) : ParseBody(body);
-  if (!json.ok()) return respond(ErrorResponse(json.status()));
-  ObjectReader r(*json);
-  std::optional<int> max;
-  std::optional<Duration> lease, wait;
-  std::optional<std::string> worker;
-  ClaimRequest request;
-  Status s = r.Int("max", max);
-  if (s.ok()) s = r.Millis("lease_ms", lease);
-  if (s.ok()) s = r.Millis("wait_ms", wait);
-  if (s.ok()) s = r.String("worker", worker);
-  if (s.ok()) s = ReadAcks(r, request.acks);
-  if (s.ok()) s = r.Finish();
-  if (!s.ok()) return respond(ErrorResponse(s));
+  Result<ClaimRequest> read = ReadClaimBody(body);
+  if (!read.ok()) return respond(ErrorResponse(read.status()));
+  ClaimRequest request = std::move(*read);
   request.queue = queue;
-  request.max = max.value_or(1);
-  request.lease = lease.value_or(milliseconds(30000));
-  request.wait = wait.value_or(Duration::zero());
-  request.worker = worker.value_or("");
   const bool with_acks = !request.acks.empty();
   std::vector<std::string> ids = AckIds(request.acks);
   engine_.ClaimAsync(std::move(request),
@@ -772,14 +719,9 @@ void Api::AckTask(const std::string& id, const std::string& body, const Respond&
 }
 
 void Api::AckMany(const std::string& body, const Respond& respond) {
-  Result<Json> json = ParseBody(body);
-  if (!json.ok()) return respond(ErrorResponse(json.status()));
-  ObjectReader r(*json);
-  std::vector<AckRequest> requests;
-  Status s = r.Required("acks");
-  if (s.ok()) s = ReadAcks(r, requests);
-  if (s.ok()) s = r.Finish();
-  if (!s.ok()) return respond(ErrorResponse(s));
+  Result<std::vector<AckRequest>> read = ReadAcksBody(body);
+  if (!read.ok()) return respond(ErrorResponse(read.status()));
+  std::vector<AckRequest> requests = std::move(*read);
   std::vector<std::string> ids = AckIds(requests);
   engine_.AckManyAsync(
       std::move(requests),

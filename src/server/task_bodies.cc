@@ -227,6 +227,96 @@ bool ReadTask(dom::object object, int depth, TaskSpec& spec) {
   return has_queue;
 }
 
+// Reads the optional array `acks`: [{id, token}] for successes, beside
+// [{id, token, error, retry_in_ms?}] for failures (an entry with `error`
+// fails its task). The engine checks the count, the ids and retry_in_ms.
+Status ReadAcks(ObjectReader& r, std::vector<AckRequest>& out) {
+  const Json* acks = nullptr;
+  CHRONOQ_RETURN_IF_ERROR(r.Array("acks", acks));
+  if (acks == nullptr) return {};
+  // No acknowledgements means "none" to the engine: an empty array given
+  // cannot be passed on.
+  if (acks->empty()) return Status::InvalidArgument("acks", "must not be empty (leave it out)");
+  out.reserve(acks->size());
+  for (size_t i = 0; i < acks->size(); ++i) {
+    const std::string prefix = "acks[" + std::to_string(i) + "].";
+    if (!(*acks)[i].is_object()) {
+      return Status::InvalidArgument(prefix.substr(0, prefix.size() - 1), "must be an object");
+    }
+    ObjectReader a((*acks)[i], prefix);
+    std::optional<std::string> id;
+    AckRequest req;
+    CHRONOQ_RETURN_IF_ERROR(a.Required("id"));
+    CHRONOQ_RETURN_IF_ERROR(a.String("id", id));
+    CHRONOQ_RETURN_IF_ERROR(ReadToken(a, req.token));
+    std::optional<std::string> error;
+    std::optional<Duration> retry_in;
+    CHRONOQ_RETURN_IF_ERROR(a.String("error", error));
+    CHRONOQ_RETURN_IF_ERROR(a.Millis("retry_in_ms", retry_in));
+    CHRONOQ_RETURN_IF_ERROR(a.Finish());
+    if (retry_in && !error) {
+      return Status::InvalidArgument(prefix + "retry_in_ms",
+                                     "only with error (a failure's retry delay)");
+    }
+    if (error) req.failure = AckFailure{std::move(*error), retry_in};
+    req.id = std::move(*id);
+    out.push_back(std::move(req));
+  }
+  return {};
+}
+
+// One entry of `acks` (ReadAcks' fields).
+bool ReadAck(dom::object object, AckRequest& ack) {
+  bool has_id = false, has_token = false, seen_error = false, seen_retry = false;
+  std::optional<std::string_view> error;
+  std::optional<int64_t> retry_in;
+  for (dom::key_value_pair field : object) {
+    const std::string_view name = field.key;
+    const dom::element v = field.value;
+    if (name == "id" && !has_id) {
+      std::optional<std::string_view> id = StringField(v);
+      if (!id) return false;  // null too: the id is required
+      ack.id = *id;
+      has_id = true;
+    } else if (name == "token" && !has_token) {
+      std::optional<int64_t> token = IntegerField(v, 1, INT64_MAX);
+      if (!token) return false;
+      ack.token = static_cast<uint64_t>(*token);
+      has_token = true;
+    } else if (name == "error" && !seen_error) {
+      seen_error = true;
+      if (v.is_null()) continue;
+      error = StringField(v);
+      if (!error) return false;
+    } else if (name == "retry_in_ms" && !seen_retry) {
+      seen_retry = true;
+      if (v.is_null()) continue;
+      retry_in = IntegerField(v, -kMaxMillis, kMaxMillis);
+      if (!retry_in) return false;
+    } else {
+      return false;
+    }
+  }
+  if (!has_id || !has_token || (retry_in && !error)) return false;
+  if (error) {
+    ack.failure = AckFailure{std::string(*error), std::optional<Duration>()};
+    if (retry_in) ack.failure->retry_after = std::chrono::milliseconds(*retry_in);
+  }
+  return true;
+}
+
+// A non-empty array of acks.
+bool ReadAckArray(dom::element v, std::vector<AckRequest>& out) {
+  dom::array acks;
+  if (v.get(acks) != simdjson::SUCCESS || acks.size() == 0) return false;
+  out.reserve(acks.size());
+  for (dom::element element : acks) {
+    dom::object ack;
+    if (element.get(ack) != simdjson::SUCCESS || !ReadAck(ack, out.emplace_back())) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 namespace task_bodies {
@@ -268,9 +358,91 @@ std::optional<TaskBatch> ReadBatchFast(std::string_view body) {
   return batch;
 }
 
+std::optional<ClaimRequest> ReadClaimFast(std::string_view body) {
+  dom::object root;
+  if (!Start(body, root)) return std::nullopt;
+  ClaimRequest request;
+  bool seen_max = false, seen_lease = false, seen_wait = false, seen_worker = false;
+  bool seen_acks = false;
+  for (dom::key_value_pair field : root) {
+    const std::string_view name = field.key;
+    const dom::element v = field.value;
+    bool* seen = name == "max"        ? &seen_max
+                 : name == "lease_ms" ? &seen_lease
+                 : name == "wait_ms"  ? &seen_wait
+                 : name == "worker"   ? &seen_worker
+                 : name == "acks"     ? &seen_acks
+                                      : nullptr;
+    if (seen == nullptr || *seen) return std::nullopt;
+    *seen = true;
+    if (v.is_null()) continue;
+    if (name == "worker") {
+      std::optional<std::string_view> worker = StringField(v);
+      if (!worker) return std::nullopt;
+      request.worker = *worker;
+    } else if (name == "acks") {
+      if (!ReadAckArray(v, request.acks)) return std::nullopt;
+    } else if (name == "max") {
+      std::optional<int64_t> max = IntegerField(v, INT32_MIN, INT32_MAX);
+      if (!max) return std::nullopt;
+      request.max = static_cast<int>(*max);
+    } else {
+      std::optional<int64_t> ms = IntegerField(v, -kMaxMillis, kMaxMillis);
+      if (!ms) return std::nullopt;
+      (name == "lease_ms" ? request.lease : request.wait) = std::chrono::milliseconds(*ms);
+    }
+  }
+  return request;
+}
+
+std::optional<std::vector<AckRequest>> ReadAcksFast(std::string_view body) {
+  dom::object root;
+  if (!Start(body, root)) return std::nullopt;
+  std::vector<AckRequest> acks;
+  bool seen = false;
+  for (dom::key_value_pair field : root) {
+    if (field.key != "acks" || seen) return std::nullopt;
+    seen = true;
+    if (!ReadAckArray(field.value, acks)) return std::nullopt;
+  }
+  if (!seen) return std::nullopt;
+  return acks;
+}
+
 Result<TaskSpec> ReadTaskReference(std::string_view body) {
   CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
   return ParseTaskSpec(json, "");
+}
+
+Result<ClaimRequest> ReadClaimReference(std::string_view body) {
+  CHRONOQ_ASSIGN_OR_RETURN(Json json,
+                           body.empty() ? Result<Json>(Json::object()) : ParseBody(body));
+  ObjectReader r(json);
+  std::optional<int> max;
+  std::optional<Duration> lease, wait;
+  std::optional<std::string> worker;
+  ClaimRequest request;
+  CHRONOQ_RETURN_IF_ERROR(r.Int("max", max));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("lease_ms", lease));
+  CHRONOQ_RETURN_IF_ERROR(r.Millis("wait_ms", wait));
+  CHRONOQ_RETURN_IF_ERROR(r.String("worker", worker));
+  CHRONOQ_RETURN_IF_ERROR(ReadAcks(r, request.acks));
+  CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  if (max) request.max = *max;
+  if (lease) request.lease = *lease;
+  if (wait) request.wait = *wait;
+  if (worker) request.worker = std::move(*worker);
+  return request;
+}
+
+Result<std::vector<AckRequest>> ReadAcksReference(std::string_view body) {
+  CHRONOQ_ASSIGN_OR_RETURN(Json json, ParseBody(body));
+  ObjectReader r(json);
+  std::vector<AckRequest> requests;
+  CHRONOQ_RETURN_IF_ERROR(r.Required("acks"));
+  CHRONOQ_RETURN_IF_ERROR(ReadAcks(r, requests));
+  CHRONOQ_RETURN_IF_ERROR(r.Finish());
+  return requests;
 }
 
 Result<TaskBatch> ReadBatchReference(std::string_view body) {
@@ -308,6 +480,19 @@ Result<TaskSpec> ReadTaskBody(std::string_view body) {
 Result<TaskBatch> ReadTaskBatchBody(std::string_view body) {
   if (std::optional<TaskBatch> batch = task_bodies::ReadBatchFast(body)) return std::move(*batch);
   return task_bodies::ReadBatchReference(body);
+}
+
+Result<ClaimRequest> ReadClaimBody(std::string_view body) {
+  if (std::optional<ClaimRequest> claim = task_bodies::ReadClaimFast(body))
+    return std::move(*claim);
+  return task_bodies::ReadClaimReference(body);
+}
+
+Result<std::vector<AckRequest>> ReadAcksBody(std::string_view body) {
+  if (std::optional<std::vector<AckRequest>> acks = task_bodies::ReadAcksFast(body)) {
+    return std::move(*acks);
+  }
+  return task_bodies::ReadAcksReference(body);
 }
 
 }  // namespace chronoq::server

@@ -1,5 +1,6 @@
-// The bodies of POST /v1/tasks and POST /v1/tasks/batch, the requests that
-// carry tasks by the thousand, read straight into TaskSpecs.
+// The bodies of the requests that carry tasks by the thousand, read straight
+// into the engine's requests: POST /v1/tasks and /v1/tasks/batch (TaskSpecs),
+// a claim and POST /v1/acks (ClaimRequest, AckRequests).
 //
 // The reference reading builds a JSON document (codec/json_codec.h:
 // ParseBody, then ParseTaskSpec): it accepts exactly the bodies the API takes
@@ -21,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chronoq/engine.h"
 #include "chronoq/result.h"
 #include "chronoq/task.h"
 
@@ -36,6 +38,13 @@ struct TaskBatch {
 
 Result<TaskSpec> ReadTaskBody(std::string_view body);
 Result<TaskBatch> ReadTaskBatchBody(std::string_view body);
+// POST /v1/queues/{queue}/claim: the request but its queue, with
+// ClaimRequest's defaults for what the body leaves out; `acks` are
+// [{id, token}] for successes and [{id, token, error, retry_in_ms?}] for
+// failures.
+Result<ClaimRequest> ReadClaimBody(std::string_view body);
+// POST /v1/acks: {"acks": [...]}, as a claim's.
+Result<std::vector<AckRequest>> ReadAcksBody(std::string_view body);
 
 // The two readings on their own, for the tests. The fast one returns nullopt
 // for a body it leaves to the reference.
@@ -44,6 +53,10 @@ std::optional<TaskSpec> ReadTaskFast(std::string_view body);
 std::optional<TaskBatch> ReadBatchFast(std::string_view body);
 Result<TaskSpec> ReadTaskReference(std::string_view body);
 Result<TaskBatch> ReadBatchReference(std::string_view body);
+std::optional<ClaimRequest> ReadClaimFast(std::string_view body);
+Result<ClaimRequest> ReadClaimReference(std::string_view body);
+std::optional<std::vector<AckRequest>> ReadAcksFast(std::string_view body);
+Result<std::vector<AckRequest>> ReadAcksReference(std::string_view body);
 }  // namespace task_bodies
 
 }  // namespace chronoq::server

@@ -1,5 +1,5 @@
-// fuzz_task_bodies: a body of POST /v1/tasks/batch and of POST /v1/tasks,
-// read both ways (server/task_bodies.h).
+// fuzz_task_bodies: a body of POST /v1/tasks/batch, of POST /v1/tasks, of a
+// claim and of POST /v1/acks, read both ways (server/task_bodies.h).
 //
 // Checked: wherever the fast reading (simdjson, no document) takes a body,
 // the reference reading (the JSON document) takes it too and reads the same
@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "common/check.h"
 #include "server/task_bodies.h"
@@ -46,5 +47,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const chronoq::Result<chronoq::TaskSpec> task = task_bodies::ReadTaskReference(body);
   chronoq::fuzz::CheckFast(task_bodies::ReadTaskFast(body), task);
   chronoq::fuzz::CheckSame(ReadTaskBody(body), task);
+  const chronoq::Result<chronoq::ClaimRequest> claim = task_bodies::ReadClaimReference(body);
+  chronoq::fuzz::CheckFast(task_bodies::ReadClaimFast(body), claim);
+  chronoq::fuzz::CheckSame(ReadClaimBody(body), claim);
+  const chronoq::Result<std::vector<chronoq::AckRequest>> acks =
+      task_bodies::ReadAcksReference(body);
+  chronoq::fuzz::CheckFast(task_bodies::ReadAcksFast(body), acks);
+  chronoq::fuzz::CheckSame(ReadAcksBody(body), acks);
   return 0;
 }

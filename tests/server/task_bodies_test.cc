@@ -48,6 +48,12 @@ bool CheckBatch(const std::string& body) {
 bool CheckTask(const std::string& body) {
   return Check(body, ReadTaskFast, ReadTaskReference, ReadTaskBody);
 }
+bool CheckClaim(const std::string& body) {
+  return Check(body, task_bodies::ReadClaimFast, task_bodies::ReadClaimReference, ReadClaimBody);
+}
+bool CheckAcks(const std::string& body) {
+  return Check(body, task_bodies::ReadAcksFast, task_bodies::ReadAcksReference, ReadAcksBody);
+}
 
 TEST(TaskBodiesTest, TheFastReadingTakesTheCommonBodies) {
   const std::vector<std::string> bodies = {
@@ -164,6 +170,54 @@ TEST(TaskBodiesTest, NestingIsCheckedAsTheReferenceChecksIt) {
   }
 }
 
+TEST(TaskBodiesTest, ClaimsAndAcksAreReadTheSameWays) {
+  for (const std::string body : {
+           R"({"max":256,"lease_ms":30000,"wait_ms":0,"worker":"host:42"})",
+           R"({"max":10,"acks":[{"id":"_01J","token":7},{"id":"b","token":8,"error":"boom"},)"
+           R"({"id":"c","token":9223372036854775807,"error":"x","retry_in_ms":-5}]})",
+           R"({"wait_ms":null,"worker":null,"acks":null})",
+           R"({})",
+       }) {
+    EXPECT_TRUE(CheckClaim(body)) << "left to the reference: " << body;
+  }
+  EXPECT_TRUE(CheckAcks(R"({"acks":[{"id":"a","token":1},{"id":"b","token":2,"error":"e"}]})"));
+  for (const std::string body : {
+           std::string(""),  // a claim's empty body: the reference's defaults
+           std::string(R"({"worker":"\u0041"})"),
+           std::string(R"({"max":1,"max":2})"),  // the reference takes the last
+       }) {
+    EXPECT_TRUE(ReadClaimBody(body).ok()) << body;
+    EXPECT_FALSE(CheckClaim(body)) << "taken by the fast reading: " << body;
+  }
+  for (const std::string body : {
+           R"({"max":1.5})",
+           R"({"max":2147483648})",
+           R"({"lease_ms":9223372036854776})",
+           R"({"worker":1})",
+           R"({"acks":[]})",
+           R"({"acks":{}})",
+           R"({"acks":[1]})",
+           R"({"acks":[{"id":"a"}]})",
+           R"({"acks":[{"token":1}]})",
+           R"({"acks":[{"id":null,"token":1}]})",
+           R"({"acks":[{"id":"a","token":0}]})",
+           R"({"acks":[{"id":"a","token":1,"retry_in_ms":5}]})",
+           R"({"acks":[{"id":"a","token":1,"error":null,"retry_in_ms":5}]})",
+           R"({"acks":[{"id":"a","token":1,"extra":1}]})",
+           R"({"other":1})",
+           R"({"max":1} [])",
+           "[]",
+       }) {
+    EXPECT_FALSE(ReadClaimBody(body).ok()) << body;
+    EXPECT_FALSE(CheckClaim(body)) << "taken by the fast reading: " << body;
+  }
+  for (const std::string body :
+       {"", "{}", R"({"acks":null})", R"({"acks":[{"id":"a","token":1}],"max":1})"}) {
+    EXPECT_FALSE(ReadAcksBody(body).ok()) << body;
+    EXPECT_FALSE(CheckAcks(body)) << "taken by the fast reading: " << body;
+  }
+}
+
 // Random bodies: `clean` ones hold only what the fast reading takes (so it
 // must take every one); the others anything, valid or not.
 class BodyMaker {
@@ -222,6 +276,46 @@ class BodyMaker {
     std::string out = "{";
     for (size_t i = 0; i < fields.size(); ++i) out += (i > 0 ? "," : "") + fields[i];
     return out + "}";
+  }
+
+  // A claim body (with acks), or with `acks_only` a POST /v1/acks body.
+  std::string Claim(bool acks_only) {
+    std::vector<std::string> fields;
+    if (!acks_only) {
+      if (Chance(2)) fields.push_back(R"("max":)" + OneOf({"1", "256", "null", "0", "-3"}));
+      if (Chance(2)) fields.push_back(R"("lease_ms":)" + OneOf({"30000", "1", "null"}));
+      if (Chance(2)) fields.push_back(R"("wait_ms":)" + OneOf({"0", "1000", "null"}));
+      if (Chance(2)) fields.push_back(R"("worker":)" + OneOf({"\"host:1\"", "\"\"", "null"}));
+    }
+    if (acks_only || Chance(2)) {
+      std::string acks = R"("acks":[)";
+      const int n = 1 + Pick(4);
+      for (int i = 0; i < n; ++i) {
+        std::vector<std::string> ack = {R"("id":)" + Text("t"),
+                                        R"("token":)" + std::to_string(1 + Pick(1000))};
+        if (Chance(4)) {
+          ack.push_back(R"("error":null)");
+        } else if (Chance(3)) {
+          ack.push_back(R"("error":)" + OneOf({"\"boom\"", "\"a\\nb\""}));
+          if (Chance(2)) ack.push_back(R"("retry_in_ms":)" + OneOf({"0", "500", "null"}));
+        }
+        if (!clean_ && Chance(8)) ack[static_cast<size_t>(Pick(2))] = R"("id":)" + Scalar();
+        if (!clean_ && Chance(8)) ack.push_back(R"("token":)" + Scalar());
+        if (!clean_ && Chance(12)) ack.pop_back();
+        if (!clean_ && Chance(20)) ack.push_back(R"("retry_in_ms":7)");
+        std::shuffle(ack.begin(), ack.end(), rng_);
+        acks += (i > 0 ? "," : "") + std::string("{");
+        for (size_t k = 0; k < ack.size(); ++k) acks += (k > 0 ? "," : "") + Space() + ack[k];
+        acks += "}";
+      }
+      fields.push_back(acks + "]");
+    }
+    if (!clean_ && Chance(10)) fields.push_back(R"("max":)" + Scalar());
+    if (!clean_ && Chance(15)) fields.push_back(R"("bogus":[])");
+    std::shuffle(fields.begin(), fields.end(), rng_);
+    std::string out = "{";
+    for (size_t i = 0; i < fields.size(); ++i) out += (i > 0 ? "," : "") + Space() + fields[i];
+    return Damage(out + "}");
   }
 
   std::string Payload(int depth) {
@@ -309,6 +403,29 @@ TEST(TaskBodiesTest, GeneratedCleanBodiesAreAllTakenAndReadTheSame) {
     ASSERT_TRUE(CheckBatch(body)) << "left to the reference: " << body;
     ASSERT_TRUE(CheckTask(maker.Task()));
   }
+}
+
+TEST(TaskBodiesTest, GeneratedClaimsAndAcksGetTheReferencesAnswer) {
+  BodyMaker clean(7, /*clean=*/true);
+  for (int i = 0; i < 1000; ++i) {
+    const std::string claim = clean.Claim(false);
+    ASSERT_TRUE(ReadClaimBody(claim).ok()) << claim;
+    ASSERT_TRUE(CheckClaim(claim)) << "left to the reference: " << claim;
+    const std::string acks = clean.Claim(true);
+    ASSERT_TRUE(CheckAcks(acks)) << "left to the reference: " << acks;
+  }
+  BodyMaker any(8, /*clean=*/false);
+  int taken = 0, valid = 0;
+  constexpr int kBodies = 5000;
+  for (int i = 0; i < kBodies; ++i) {
+    const std::string claim = any.Claim(i % 2 == 0);
+    valid += task_bodies::ReadClaimReference(claim).ok() ? 1 : 0;
+    taken += CheckClaim(claim) ? 1 : 0;
+    CheckAcks(claim);
+    if (HasFailure()) return;
+  }
+  EXPECT_GT(taken, kBodies / 20);
+  EXPECT_GT(kBodies - valid, kBodies / 5);
 }
 
 TEST(TaskBodiesTest, GeneratedBodiesOfAnyKindGetTheReferencesAnswer) {
