@@ -453,14 +453,10 @@ void AppendString(std::string& out, std::string_view text) {
       case '\t':
         out += "\\t";
         break;
-      default:
-        if (u < 0x20) {
-          out += "\\u00";
-          out += kHex[u >> 4];
-          out += kHex[u & 15];
-        } else {
-          out += c;
-        }
+      default:  // a control character: the plain ones went out with their run
+        out += "\\u00";
+        out += kHex[u >> 4];
+        out += kHex[u & 15];
     }
   }
   out += '"';
