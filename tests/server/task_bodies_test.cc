@@ -171,7 +171,7 @@ TEST(TaskBodiesTest, NestingIsCheckedAsTheReferenceChecksIt) {
 }
 
 TEST(TaskBodiesTest, ClaimsAndAcksAreReadTheSameWays) {
-  for (const std::string body : {
+  for (const std::string& body : {
            R"({"max":256,"lease_ms":30000,"wait_ms":0,"worker":"host:42"})",
            R"({"max":10,"acks":[{"id":"_01J","token":7},{"id":"b","token":8,"error":"boom"},)"
            R"({"id":"c","token":9223372036854775807,"error":"x","retry_in_ms":-5}]})",
@@ -181,7 +181,7 @@ TEST(TaskBodiesTest, ClaimsAndAcksAreReadTheSameWays) {
     EXPECT_TRUE(CheckClaim(body)) << "left to the reference: " << body;
   }
   EXPECT_TRUE(CheckAcks(R"({"acks":[{"id":"a","token":1},{"id":"b","token":2,"error":"e"}]})"));
-  for (const std::string body : {
+  for (const std::string& body : {
            std::string(""),  // a claim's empty body: the reference's defaults
            std::string(R"({"worker":"\u0041"})"),
            std::string(R"({"max":1,"max":2})"),  // the reference takes the last
@@ -189,7 +189,7 @@ TEST(TaskBodiesTest, ClaimsAndAcksAreReadTheSameWays) {
     EXPECT_TRUE(ReadClaimBody(body).ok()) << body;
     EXPECT_FALSE(CheckClaim(body)) << "taken by the fast reading: " << body;
   }
-  for (const std::string body : {
+  for (const std::string& body : {
            R"({"max":1.5})",
            R"({"max":2147483648})",
            R"({"lease_ms":9223372036854776})",
@@ -211,7 +211,7 @@ TEST(TaskBodiesTest, ClaimsAndAcksAreReadTheSameWays) {
     EXPECT_FALSE(ReadClaimBody(body).ok()) << body;
     EXPECT_FALSE(CheckClaim(body)) << "taken by the fast reading: " << body;
   }
-  for (const std::string body :
+  for (const std::string& body :
        {"", "{}", R"({"acks":null})", R"({"acks":[{"id":"a","token":1}],"max":1})"}) {
     EXPECT_FALSE(ReadAcksBody(body).ok()) << body;
     EXPECT_FALSE(CheckAcks(body)) << "taken by the fast reading: " << body;
