@@ -616,7 +616,8 @@ void RunHttpW3(const Options& o, int64_t n, uint64_t seed) {
         for (const LeaseRef& l : leases) {
           const Result<Timestamp> run_at = ParseTime(l.run_at, "run_at");
           if (!run_at.ok()) throw BenchError("W3: claim answer: " + run_at.status().ToString());
-          lateness_ms.push_back(std::chrono::duration<double, std::milli>(arrived - *run_at).count());
+          lateness_ms.push_back(
+              std::chrono::duration<double, std::milli>(arrived - *run_at).count());
         }
       });
     } catch (...) {
