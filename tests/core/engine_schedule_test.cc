@@ -573,7 +573,7 @@ TEST_F(EngineScheduleSqliteTest, TargetsAndDefinitionsOfASchema7StoreReadBackUnc
     UPDATE meta SET v = 7 WHERE k = 'schema';
   )sql");
   Open();
-  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "11");
+  EXPECT_EQ(test::QueryText(db, "SELECT v FROM meta WHERE k='schema'"), "12");
   const Schedule purge = Get("purge");
   EXPECT_EQ(purge.spec.cron, spec.cron);
   EXPECT_EQ(purge.spec.tz, spec.tz);

@@ -246,7 +246,7 @@ TEST(SqliteStoreMigrationTest, ASchema6DatabaseGetsTheKeyOrderIndexAndCursors) {
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "11");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "12");
   EXPECT_EQ(QueryText(path, "SELECT count(*) FROM sqlite_master WHERE name='tasks_key'"), "0");
   // The waiting tasks are in line by their due; the started one is not.
   Result<std::vector<DueEntry>> head = (*store)->KeyHeads(qid, "k", std::nullopt, 5);
@@ -285,7 +285,7 @@ TEST(SqliteStoreMigrationTest, ASchema8DatabaseGainsTheWorkerColumn) {
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "11");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "12");
   Result<std::optional<TaskRow>> old = (*store)->FindBySeq(1);
   ASSERT_TRUE(old.ok() && old->has_value());
   EXPECT_EQ((*old)->state, TaskState::kRunning);
@@ -324,7 +324,7 @@ TEST(SqliteStoreMigrationTest, ASchema9DatabaseGainsFinalStatuses) {
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "11");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "12");
   Result<std::vector<QueueRow>> queues = (*store)->Queues();
   ASSERT_TRUE(queues.ok() && queues->size() == 1u);
   EXPECT_EQ(queues->front().settings.concurrency, 3);
@@ -361,7 +361,7 @@ TEST(SqliteStoreMigrationTest, ASchema10DatabaseGainsTheAttemptColumns) {
 
   Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "11");
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "12");
   Result<std::optional<TaskRow>> old = (*store)->FindBySeq(1);
   ASSERT_TRUE(old.ok() && old->has_value());
   EXPECT_EQ((*old)->state, TaskState::kRunning);
@@ -384,6 +384,56 @@ TEST(SqliteStoreMigrationTest, ASchema10DatabaseGainsTheAttemptColumns) {
   EXPECT_EQ((*claimed)->claimed, kNow);
   EXPECT_EQ((*claimed)->node, "n");
   EXPECT_EQ(QueryText(path, "SELECT attempts FROM tasks WHERE seq=1"), "[[1,0,5,1]]");
+  store->reset();
+}
+
+// Schema 12 keeps running tasks out of tasks_due (tasks_running holds them):
+// opening a schema-11 database rebuilds the index, and every task is found
+// where it was before, through the index its state now uses.
+TEST(SqliteStoreMigrationTest, ASchema11DatabaseMovesRunningTasksOutOfTheDueIndex) {
+  test::TempDir dir;
+  const std::string path = dir.File("v11.db");
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+    ASSERT_TRUE(store.ok());
+    const int64_t qid = *(*store)->QueueId("q");
+    ASSERT_TRUE((*store)->Begin().ok());
+    for (int64_t seq : {1, 2, 3}) ASSERT_TRUE((*store)->Insert(Scheduled(seq, qid, kNow)).ok());
+    ASSERT_TRUE((*store)->MarkRunningMany({2, 3}, kNow + seconds(30), 1, kNow, "w", "n").ok());
+    ASSERT_TRUE((*store)->MarkSucceeded({3}, kNow + seconds(60), kNow).ok());
+    ASSERT_TRUE((*store)->Commit().ok());
+  }
+  ExecRaw(path,
+          "DROP INDEX tasks_due; DROP INDEX tasks_running;"
+          " CREATE INDEX tasks_due ON tasks(state, (due >> 28));"
+          " UPDATE meta SET v=11 WHERE k='schema';");
+  EXPECT_EQ(DueIndexSql(path).find("WHERE"), std::string::npos);
+
+  Result<std::unique_ptr<Store>> store = OpenSqliteStore({.path = path});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->LoadMeta().ok());
+  EXPECT_EQ(QueryText(path, "SELECT v FROM meta WHERE k='schema'"), "12");
+  EXPECT_NE(DueIndexSql(path).find("WHERE state <> 1"), std::string::npos);
+  // What each index holds (INDEXED BY fails the query if the index cannot
+  // answer it).
+  EXPECT_EQ(QueryText(path, "SELECT group_concat(seq) FROM tasks INDEXED BY tasks_due"
+                            " WHERE state <> 1 AND state >= 0"),
+            "1,3");
+  EXPECT_EQ(QueryText(path, "SELECT group_concat(seq) FROM tasks INDEXED BY tasks_running"
+                            " WHERE state = 1"),
+            "2");
+  Result<std::vector<DueEntry>> scheduled =
+      (*store)->LoadScheduled(DueBucket(kNow), 0, DueBucket(kNow) + 1, 10);
+  ASSERT_TRUE(scheduled.ok());
+  ASSERT_EQ(scheduled->size(), 1u);
+  EXPECT_EQ((*scheduled)[0].seq, 1);
+  Result<std::vector<TaskRow>> running = (*store)->LoadRunning();
+  ASSERT_TRUE(running.ok());
+  ASSERT_EQ(running->size(), 1u);
+  EXPECT_EQ((*running)[0].seq, 2);
+  Result<std::optional<Timestamp>> purge = (*store)->NextPurgeDue();
+  ASSERT_TRUE(purge.ok());
+  EXPECT_TRUE(purge->has_value());
   store->reset();
 }
 
