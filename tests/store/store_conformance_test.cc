@@ -680,6 +680,47 @@ TEST_P(StoreConformanceTest, MarkRunningManyClaimsOnlyScheduledRowsInChunks) {
   EXPECT_NE((*untouched)->token, 42u);
 }
 
+// A batch names runs of consecutive rows and scattered ones, repeated ones
+// too: exactly the rows named are claimed and then acknowledged, never a row
+// between or beside them (a store may name a run by its ends).
+TEST_P(StoreConformanceTest, BatchesOfRunsAndScatteredRowsTouchOnlyTheRowsNamed) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 50; ++seq) {
+    InsertCommitted(seq == 20 ? Row(seq, q, TaskState::kRunning, kNow + seconds(5))
+                              : Scheduled(seq, q, kNow));
+  }
+  std::vector<int64_t> asked = {44, 13, 42, 40};  // scattered, and 13 twice
+  for (int64_t seq = 30; seq >= 12; --seq) asked.push_back(seq);
+  for (int64_t seq = 1; seq <= 10; ++seq) asked.push_back(seq);
+  std::set<int64_t> expected(asked.begin(), asked.end());
+  expected.erase(20);  // already running
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> claimed =
+      store_->MarkRunningMany(asked, kNow + seconds(30), 5, kNow + seconds(1), "w", "n");
+  ASSERT_THAT(claimed, IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  std::set<int64_t> got;
+  for (const TaskRow& r : *claimed) EXPECT_TRUE(got.insert(r.seq).second) << "twice: " << r.seq;
+  EXPECT_EQ(got, expected);
+  std::vector<int64_t> acks(expected.begin(), expected.end());
+  acks.push_back(11);  // scheduled, between two runs: stays so
+  acks.push_back(20);  // running under another claim: acknowledged too (the engine checks tokens)
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkSucceeded(acks, kNow + hours(1), kNow + seconds(2)), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  for (int64_t seq = 1; seq <= 50; ++seq) {
+    const std::optional<TaskRow> row = Find(seq);
+    ASSERT_TRUE(row.has_value()) << seq;
+    const TaskState want =
+        expected.contains(seq) || seq == 20 ? TaskState::kSucceeded : TaskState::kScheduled;
+    EXPECT_EQ(row->state, want) << seq;
+    if (want == TaskState::kScheduled) {
+      EXPECT_EQ(row->due, kNow) << seq;
+      EXPECT_EQ(row->attempt, 0) << seq;
+    }
+  }
+}
+
 // The rows come back whole, as a read would find them.
 TEST_P(StoreConformanceTest, MarkRunningManyReturnsWholeRows) {
   const int64_t q = Queue("q");

@@ -291,6 +291,9 @@ UPDATE meta SET v=12 WHERE k='schema';
 // slots are bound to NULL, which matches nothing. Fewer statements per task
 // was worth about a third of the claim/ack path's time.
 constexpr int kRowBatch = 64;
+// Consecutive seqs that a batched claim or acknowledgement names as a range
+// (SqliteStore::ForEachSeqSet) rather than in a list.
+constexpr size_t kMinSeqRun = 8;
 #define CHRONOQ_BUCKET "(due >> 28)"
 #define CHRONOQ_NOT_RUNNING "state <> 1"
 static_assert(kDueBucketShift == 28, "CHRONOQ_BUCKET and the schema spell the shift out");
@@ -799,23 +802,23 @@ class SqliteStore final : public Store {
                                                const std::string& node) override {
     std::vector<TaskRow> out;
     out.reserve(seqs.size());
-    for (size_t i = 0; i < seqs.size(); i += kRowBatch) {
-      const size_t n = std::min(seqs.size() - i, static_cast<size_t>(kRowBatch));
-      Stmt& update = w_.mark_running.Reset();
+    Status status = ForEachSeqSet(seqs, [&](SeqSet set, const auto& bind) -> Status {
+      Stmt& update = w_.mark_running[set].Reset();
       update.Bind(1, lease_until).Bind(2, static_cast<int64_t>(token)).Bind(3, now);
       if (!worker.empty()) update.Bind(4, worker);  // else NULL
       if (!node.empty()) update.Bind(5, node);
-      for (size_t k = 0; k < n; ++k) update.Bind(static_cast<int>(6 + k), seqs[i + k]);
+      bind(update, 6);
       CHRONOQ_RETURN_IF_ERROR(update.Run("claim tasks"));
       // Read back exactly the rows this statement claimed.
-      Stmt& read = w_.read_claimed.Reset();
+      Stmt& read = w_.read_claimed[set].Reset();
       read.Bind(1, static_cast<int64_t>(token)).Bind(2, now);
-      for (size_t k = 0; k < n; ++k) read.Bind(static_cast<int>(3 + k), seqs[i + k]);
+      bind(read, 3);
       int rc;
       while ((rc = read.Step()) == SQLITE_ROW) out.push_back(read.Row());
       read.Reset();
-      if (rc != SQLITE_DONE) return WriterError("read claimed tasks");
-    }
+      return rc == SQLITE_DONE ? Status() : WriterError("read claimed tasks");
+    });
+    if (!status.ok()) return status;
     return out;
   }
 
@@ -830,13 +833,11 @@ class SqliteStore final : public Store {
 
   Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
                        Timestamp now) override {
-    for (size_t i = 0; i < seqs.size(); i += kRowBatch) {
-      Stmt& s = w_.mark_succeeded.Reset().Bind(1, purge_at).Bind(2, now);
-      const size_t n = std::min(seqs.size() - i, static_cast<size_t>(kRowBatch));
-      for (size_t k = 0; k < n; ++k) s.Bind(static_cast<int>(3 + k), seqs[i + k]);
-      CHRONOQ_RETURN_IF_ERROR(s.Run("acknowledge tasks"));
-    }
-    return {};
+    return ForEachSeqSet(seqs, [&](SeqSet set, const auto& bind) {
+      Stmt& s = w_.mark_succeeded[set].Reset().Bind(1, purge_at).Bind(2, now);
+      bind(s, 3);
+      return s.Run("acknowledge tasks");
+    });
   }
 
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
@@ -1407,28 +1408,70 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  // "(?first,?first+1,...)" with kRowBatch parameters.
-  static std::string InList(int first) {
-    std::string list = "(";
+  // The rows a batched claim or acknowledgement statement names: a run of
+  // consecutive seqs ("seq BETWEEN ?first AND ?first+1") or up to kRowBatch
+  // seqs ("seq IN (?first,?first+1,...)"; unused slots are NULL, which
+  // matches nothing).
+  enum SeqSet { kSeqRun = 0, kSeqList = 1 };
+  static std::string SeqSetSql(SeqSet set, int first) {
+    if (set == kSeqRun) {
+      return "BETWEEN ?" + std::to_string(first) + " AND ?" + std::to_string(first + 1);
+    }
+    std::string list = "IN (";
     for (int i = 0; i < kRowBatch; ++i) list += (i ? ",?" : "?") + std::to_string(first + i);
     return list + ")";
   }
+  // Calls `run(set, bind)` once per statement that `seqs` take (each run of
+  // at least kMinSeqRun consecutive seqs as one range, the rest kRowBatch at
+  // a time), where `bind(stmt, first)` binds the statement's seqs from its
+  // parameter `first` on. Tasks enqueued together and due together are
+  // claimed together, and a range costs SQLite a walk along the table where a
+  // list is first built into a sorted temporary index and then searched row
+  // by row (docs/BENCHMARKS.md, "Claims of consecutive tasks").
+  template <typename Run>
+  static Status ForEachSeqSet(std::vector<int64_t> seqs, const Run& run) {
+    std::sort(seqs.begin(), seqs.end());
+    seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
+    std::vector<int64_t> rest;
+    for (size_t i = 0; i < seqs.size();) {
+      size_t end = i + 1;
+      while (end < seqs.size() && seqs[end] == seqs[end - 1] + 1) ++end;
+      if (end - i >= kMinSeqRun) {
+        const int64_t first = seqs[i], last = seqs[end - 1];
+        CHRONOQ_RETURN_IF_ERROR(
+            run(kSeqRun, [&](Stmt& s, int p) { s.Bind(p, first).Bind(p + 1, last); }));
+      } else {
+        rest.insert(rest.end(), seqs.begin() + static_cast<ptrdiff_t>(i),
+                    seqs.begin() + static_cast<ptrdiff_t>(end));
+      }
+      i = end;
+    }
+    for (size_t i = 0; i < rest.size(); i += kRowBatch) {
+      const size_t n = std::min(rest.size() - i, static_cast<size_t>(kRowBatch));
+      CHRONOQ_RETURN_IF_ERROR(run(kSeqList, [&](Stmt& s, int p) {
+        for (size_t k = 0; k < n; ++k) s.Bind(p + static_cast<int>(k), rest[i + k]);
+      }));
+    }
+    return {};
+  }
 
   Status Prepare() {
-    // "+state" keeps the planner on rowid lookups for the IN list instead of
-    // scanning the (state, bucket) index.
-    const std::string mark_succeeded_sql =
-        "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2 WHERE +state=1 AND seq IN " +
-        InList(3);
-    // The claim records itself (claimed, node) for the attempt history.
-    const std::string mark_running_sql =
-        "UPDATE tasks SET state=1, run_at=due, due=?1, token=?2, attempt=attempt+1, updated=?3,"
-        " worker=?4, claimed=?3, node=?5 WHERE +state=0 AND seq IN " +
-        InList(6);
-    const std::string read_claimed_sql = "SELECT " CHRONOQ_CLAIMED_COLS
-                                         " FROM tasks t WHERE +t.token=?1 AND +t.updated=?2"
-                                         " AND t.seq IN " +
-                                         InList(3) + " ORDER BY t.seq";
+    // "+state" keeps the planner on rowid lookups (or a rowid range) instead
+    // of scanning the state's index. Each comes in both forms of SeqSet.
+    std::string mark_succeeded_sql[2], mark_running_sql[2], read_claimed_sql[2];
+    for (SeqSet set : {kSeqRun, kSeqList}) {
+      mark_succeeded_sql[set] =
+          "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2 WHERE +state=1 AND seq " +
+          SeqSetSql(set, 3);
+      // The claim records itself (claimed, node) for the attempt history.
+      mark_running_sql[set] =
+          "UPDATE tasks SET state=1, run_at=due, due=?1, token=?2, attempt=attempt+1, updated=?3,"
+          " worker=?4, claimed=?3, node=?5 WHERE +state=0 AND seq " +
+          SeqSetSql(set, 6);
+      read_claimed_sql[set] = "SELECT " CHRONOQ_CLAIMED_COLS
+                              " FROM tasks t WHERE +t.token=?1 AND +t.updated=?2 AND t.seq " +
+                              SeqSetSql(set, 3) + " ORDER BY t.seq";
+    }
     const std::string select_schedule = std::string("SELECT ") + kScheduleCols + " FROM schedules";
     const std::string schedule_by_sid_sql = select_schedule + " WHERE sid=?1";
     const std::string schedule_by_name_sql = select_schedule + " WHERE name=?1";
@@ -1474,8 +1517,10 @@ class SqliteStore final : public Store {
         {&w_.remove, "DELETE FROM tasks WHERE seq = ?1 RETURNING qid, key"},
         {&w_.by_seq, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.seq = ?1"},
         {&w_.by_name, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.name = ?1"},
-        {&w_.mark_running, mark_running_sql.c_str()},
-        {&w_.read_claimed, read_claimed_sql.c_str()},
+        {&w_.mark_running[kSeqRun], mark_running_sql[kSeqRun].c_str()},
+        {&w_.mark_running[kSeqList], mark_running_sql[kSeqList].c_str()},
+        {&w_.read_claimed[kSeqRun], read_claimed_sql[kSeqRun].c_str()},
+        {&w_.read_claimed[kSeqList], read_claimed_sql[kSeqList].c_str()},
         // Leaving `scheduled` keeps the instant it was due in run_at; entering
         // it clears run_at, since due is the run time again.
         {&w_.move,
@@ -1487,7 +1532,8 @@ class SqliteStore final : public Store {
          " ELSE korder END, attempts=CASE WHEN ?7 IS NULL THEN attempts ELSE nullif(?7, '') END"
          " WHERE seq=?1"},
         {&w_.set_due, "UPDATE tasks SET due=?2, updated=?3 WHERE seq=?1"},
-        {&w_.mark_succeeded, mark_succeeded_sql.c_str()},
+        {&w_.mark_succeeded[kSeqRun], mark_succeeded_sql[kSeqRun].c_str()},
+        {&w_.mark_succeeded[kSeqList], mark_succeeded_sql[kSeqList].c_str()},
         {&w_.set_payload, "UPDATE tasks SET payload=?2 WHERE seq=?1"},
         {&w_.set_response, "UPDATE tasks SET response=?2 WHERE seq=?1"},
         {&w_.save_token, "UPDATE meta SET v=?1 WHERE k='next_token'"},
@@ -1589,8 +1635,9 @@ class SqliteStore final : public Store {
   struct WriterStatements {
     Stmt begin, commit, rollback, savepoint, release, rollback_to;
     Stmt queue_id, queue_add, queues, queue_settings, queue_counts;
-    Stmt insert, overwrite, remove, by_seq, by_name, mark_running, read_claimed, move, set_due,
-        mark_succeeded, set_payload, set_response, save_token;
+    Stmt insert, overwrite, remove, by_seq, by_name, move, set_due, set_payload, set_response,
+        save_token;
+    Stmt mark_running[2], read_claimed[2], mark_succeeded[2];  // by SeqSet
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
     Stmt key_head_same, key_head_next, key_pending_same, key_pending_next, key_retries, key_cursor,
         key_cursor_save, key_cursor_lower, key_cursor_drop;
