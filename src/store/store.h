@@ -17,10 +17,12 @@
 // whole buckets.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chronoq/clock.h"
@@ -34,6 +36,24 @@ inline constexpr int kDueBucketShift = 28;
 constexpr int64_t DueBucket(Timestamp t) { return t.time_since_epoch().count() >> kDueBucketShift; }
 constexpr Timestamp BucketStart(int64_t bucket) {
   return Timestamp(Duration(bucket * (int64_t{1} << kDueBucketShift)));
+}
+
+// `seqs` sorted, without repeats, as runs of consecutive values, each
+// {first, last}. Tasks enqueued together and due together are claimed and
+// acknowledged together, so a batch's seqs are mostly a few runs, which a
+// store can name by their ends (a walk along its table) instead of one by one.
+inline std::vector<std::pair<int64_t, int64_t>> SeqRuns(std::vector<int64_t> seqs) {
+  std::sort(seqs.begin(), seqs.end());
+  seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t seq : seqs) {
+    if (!runs.empty() && runs.back().second + 1 == seq) {
+      runs.back().second = seq;
+    } else {
+      runs.emplace_back(seq, seq);
+    }
+  }
+  return runs;
 }
 
 // A task row. `seq` is the primary key, time-ordered (see common/task_id.h).

@@ -708,11 +708,20 @@ TEST_P(StoreConformanceTest, BatchesOfRunsAndScatteredRowsTouchOnlyTheRowsNamed)
   ASSERT_THAT(store_->Begin(), IsOk());
   ASSERT_THAT(store_->MarkSucceeded(acks, kNow + hours(1), kNow + seconds(2)), IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());
+  // One run alone, asked for backwards and with a repeat, then acknowledged
+  // with a row beside it that is not running (and is left alone).
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> tail =
+      store_->MarkRunningMany({50, 49, 48, 47, 46, 46}, kNow + seconds(30), 6, kNow, "w", "n");
+  ASSERT_THAT(tail, IsOk());
+  EXPECT_EQ(tail->size(), 5u);
+  ASSERT_THAT(store_->MarkSucceeded({45, 46, 47, 48, 49, 50}, kNow + hours(1), kNow), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
   for (int64_t seq = 1; seq <= 50; ++seq) {
     const std::optional<TaskRow> row = Find(seq);
     ASSERT_TRUE(row.has_value()) << seq;
-    const TaskState want =
-        expected.contains(seq) || seq == 20 ? TaskState::kSucceeded : TaskState::kScheduled;
+    const TaskState want = expected.contains(seq) || seq == 20 || seq >= 46 ? TaskState::kSucceeded
+                                                                            : TaskState::kScheduled;
     EXPECT_EQ(row->state, want) << seq;
     if (want == TaskState::kScheduled) {
       EXPECT_EQ(row->due, kNow) << seq;

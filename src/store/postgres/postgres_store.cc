@@ -329,11 +329,18 @@ constexpr Sql kByName{"by_name", "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t W
 //
 // The state tests: CHRONOQ_PG_STATE_IS (rows found by seq go through the
 // primary key only).
-constexpr Sql kMarkRunning{
-    "mark_running",
-    "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3,"
-    " worker=$5, claimed=$3, node=$6 WHERE t.seq = ANY($4::bigint[]) AND " CHRONOQ_PG_STATE_IS(
-        "t.state", "0") " RETURNING " CHRONOQ_PG_CLAIMED_COLS};
+//
+// A claim or acknowledgement of one run of consecutive seqs (store.h,
+// SeqRuns: the usual batch) names the run by its ends ($4, $7 and $3, $4 in
+// the *_run forms): an index range scan of the primary key instead of one
+// search per element of the array.
+#define CHRONOQ_PG_MARK_RUNNING(seqs)                                                           \
+  "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3," \
+  " worker=$5, claimed=$3, node=$6 WHERE " seqs                                                 \
+  " AND " CHRONOQ_PG_STATE_IS("t.state", "0") " RETURNING " CHRONOQ_PG_CLAIMED_COLS
+constexpr Sql kMarkRunning{"mark_running", CHRONOQ_PG_MARK_RUNNING("t.seq = ANY($4::bigint[])")};
+constexpr Sql kMarkRunningRun{"mark_running_run",
+                              CHRONOQ_PG_MARK_RUNNING("t.seq BETWEEN $4 AND $7")};
 // Leaving `scheduled` keeps the instant it was due in run_at; entering it
 // clears run_at, since due is the run time again.
 constexpr Sql kMove{
@@ -346,10 +353,13 @@ constexpr Sql kMove{
     "             THEN $3::bigint ELSE korder END,"
     " attempts=CASE WHEN $7::text IS NULL THEN attempts ELSE nullif($7::text, '') END"
     " WHERE seq=$1"};
-constexpr Sql kMarkSucceeded{
-    "mark_succeeded",
-    "UPDATE tasks SET state=2, due=$1, token=NULL, updated=$2"
-    " WHERE seq = ANY($3::bigint[]) AND " CHRONOQ_PG_STATE_IS("state", "1")};
+#define CHRONOQ_PG_MARK_SUCCEEDED(seqs)                                  \
+  "UPDATE tasks SET state=2, due=$1, token=NULL, updated=$2 WHERE " seqs \
+  " AND " CHRONOQ_PG_STATE_IS("state", "1")
+constexpr Sql kMarkSucceeded{"mark_succeeded",
+                             CHRONOQ_PG_MARK_SUCCEEDED("seq = ANY($3::bigint[])")};
+constexpr Sql kMarkSucceededRun{"mark_succeeded_run",
+                                CHRONOQ_PG_MARK_SUCCEEDED("seq BETWEEN $3 AND $4")};
 constexpr Sql kSetDue{"set_due", "UPDATE tasks SET due=$2, updated=$3 WHERE seq=$1"};
 constexpr Sql kSetPayload{"set_payload", "UPDATE tasks SET payload=$2 WHERE seq=$1"};
 constexpr Sql kSetResponse{"set_response", "UPDATE tasks SET response=$2 WHERE seq=$1"};
@@ -464,15 +474,15 @@ constexpr Sql kLockDelete{"lock_delete", "DELETE FROM locks WHERE key=$1"};
 constexpr Sql kLocks{"locks", "SELECT key, token, owner, expires FROM locks"};
 
 constexpr const Sql* kWriterStatements[] = {
-    &kQueueId,        &kQueueAdd,      &kQueues,         &kQueueSettings, &kQueueCounts,
-    &kInsert,         &kOverwrite,     &kDelete,         &kBySeq,         &kByName,
-    &kMarkRunning,    &kMove,          &kMarkSucceeded,  &kSetDue,        &kSetPayload,
-    &kSetResponse,    &kSaveToken,     &kLoadMeta,       &kLoadScheduled, &kNextScheduled,
-    &kLoadRunning,    &kPurge,         &kNextPurge,      &kKeyHeads,      &kKeyPending,
-    &kKeyCursor,      &kKeyCursorSave, &kKeyCursorLower, &kKeyCursorDrop, &kKeyRetries,
-    &kScheduleInsert, &kScheduleSave,  &kScheduleDelete, &kScheduleBySid, &kScheduleByName,
-    &kSchedulesDue,   &kSchedulesList, &kLockSave,       &kLockDelete,    &kLocks,
-    &kInsertKeyed,
+    &kQueueId,        &kQueueAdd,       &kQueues,           &kQueueSettings, &kQueueCounts,
+    &kInsert,         &kOverwrite,      &kDelete,           &kBySeq,         &kByName,
+    &kMarkRunning,    &kMove,           &kMarkSucceeded,    &kSetDue,        &kSetPayload,
+    &kSetResponse,    &kSaveToken,      &kLoadMeta,         &kLoadScheduled, &kNextScheduled,
+    &kLoadRunning,    &kPurge,          &kNextPurge,        &kKeyHeads,      &kKeyPending,
+    &kKeyCursor,      &kKeyCursorSave,  &kKeyCursorLower,   &kKeyCursorDrop, &kKeyRetries,
+    &kScheduleInsert, &kScheduleSave,   &kScheduleDelete,   &kScheduleBySid, &kScheduleByName,
+    &kSchedulesDue,   &kSchedulesList,  &kLockSave,         &kLockDelete,    &kLocks,
+    &kInsertKeyed,    &kMarkRunningRun, &kMarkSucceededRun,
 };
 
 // A task with its queue's name and its schedule's (empty if none), for readers.
@@ -966,8 +976,14 @@ class PostgresStore final : public Store {
                                                const std::string& node) override {
     std::vector<TaskRow> out;
     if (seqs.empty()) return out;
+    const std::optional<std::pair<int64_t, int64_t>> run = OneRun(seqs);
     Params p;
-    p.Time(lease_until).Int(static_cast<int64_t>(token)).Time(now).Ints(seqs);
+    p.Time(lease_until).Int(static_cast<int64_t>(token)).Time(now);
+    if (run) {
+      p.Int(run->first);
+    } else {
+      p.Ints(seqs);
+    }
     for (const std::string* text : {&worker, &node}) {
       if (text->empty()) {
         p.Null();
@@ -975,7 +991,9 @@ class PostgresStore final : public Store {
         p.Text(*text);
       }
     }
-    CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kMarkRunning, p, "claim tasks"));
+    if (run) p.Int(run->second);
+    CHRONOQ_ASSIGN_OR_RETURN(Rows r,
+                             writer_.Exec(run ? kMarkRunningRun : kMarkRunning, p, "claim tasks"));
     out.reserve(static_cast<size_t>(r.size()));
     for (int i = 0; i < r.size(); ++i) out.push_back(TaskAt(r, i));
     return out;
@@ -993,9 +1011,24 @@ class PostgresStore final : public Store {
   Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
                        Timestamp now) override {
     if (seqs.empty()) return {};
-    return writer_
-        .Exec(kMarkSucceeded, Params().Time(purge_at).Time(now).Ints(seqs), "acknowledge tasks")
-        .status();
+    Params p;
+    p.Time(purge_at).Time(now);
+    const std::optional<std::pair<int64_t, int64_t>> run = OneRun(seqs);
+    if (run) {
+      p.Int(run->first).Int(run->second);
+    } else {
+      p.Ints(seqs);
+    }
+    return writer_.Exec(run ? kMarkSucceededRun : kMarkSucceeded, p, "acknowledge tasks").status();
+  }
+
+  // The ends of `seqs` when they are one run of consecutive values (store.h,
+  // SeqRuns), of at least two.
+  static std::optional<std::pair<int64_t, int64_t>> OneRun(const std::vector<int64_t>& seqs) {
+    if (seqs.size() < 2) return std::nullopt;
+    const std::vector<std::pair<int64_t, int64_t>> runs = SeqRuns(seqs);
+    if (runs.size() != 1) return std::nullopt;
+    return runs.front();
   }
 
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {

@@ -293,7 +293,7 @@ UPDATE meta SET v=12 WHERE k='schema';
 constexpr int kRowBatch = 64;
 // Consecutive seqs that a batched claim or acknowledgement names as a range
 // (SqliteStore::ForEachSeqSet) rather than in a list.
-constexpr size_t kMinSeqRun = 8;
+constexpr int64_t kMinSeqRun = 8;
 #define CHRONOQ_BUCKET "(due >> 28)"
 #define CHRONOQ_NOT_RUNNING "state <> 1"
 static_assert(kDueBucketShift == 28, "CHRONOQ_BUCKET and the schema spell the shift out");
@@ -1424,27 +1424,19 @@ class SqliteStore final : public Store {
   // Calls `run(set, bind)` once per statement that `seqs` take (each run of
   // at least kMinSeqRun consecutive seqs as one range, the rest kRowBatch at
   // a time), where `bind(stmt, first)` binds the statement's seqs from its
-  // parameter `first` on. Tasks enqueued together and due together are
-  // claimed together, and a range costs SQLite a walk along the table where a
+  // parameter `first` on. A range costs SQLite a walk along the table where a
   // list is first built into a sorted temporary index and then searched row
-  // by row (docs/BENCHMARKS.md, "Claims of consecutive tasks").
+  // by row (docs/BENCHMARKS.md, "The store's claim and acknowledgement").
   template <typename Run>
-  static Status ForEachSeqSet(std::vector<int64_t> seqs, const Run& run) {
-    std::sort(seqs.begin(), seqs.end());
-    seqs.erase(std::unique(seqs.begin(), seqs.end()), seqs.end());
+  static Status ForEachSeqSet(const std::vector<int64_t>& seqs, const Run& run) {
     std::vector<int64_t> rest;
-    for (size_t i = 0; i < seqs.size();) {
-      size_t end = i + 1;
-      while (end < seqs.size() && seqs[end] == seqs[end - 1] + 1) ++end;
-      if (end - i >= kMinSeqRun) {
-        const int64_t first = seqs[i], last = seqs[end - 1];
-        CHRONOQ_RETURN_IF_ERROR(
-            run(kSeqRun, [&](Stmt& s, int p) { s.Bind(p, first).Bind(p + 1, last); }));
+    for (const std::pair<int64_t, int64_t>& range : SeqRuns(seqs)) {
+      if (range.second - range.first + 1 >= kMinSeqRun) {
+        CHRONOQ_RETURN_IF_ERROR(run(
+            kSeqRun, [&](Stmt& s, int p) { s.Bind(p, range.first).Bind(p + 1, range.second); }));
       } else {
-        rest.insert(rest.end(), seqs.begin() + static_cast<ptrdiff_t>(i),
-                    seqs.begin() + static_cast<ptrdiff_t>(end));
+        for (int64_t seq = range.first; seq <= range.second; ++seq) rest.push_back(seq);
       }
-      i = end;
     }
     for (size_t i = 0; i < rest.size(); i += kRowBatch) {
       const size_t n = std::min(rest.size() - i, static_cast<size_t>(kRowBatch));
