@@ -25,6 +25,19 @@ if(CHRONOQ_SANITIZE)
   target_link_options(chronoq_sanitizers INTERFACE -fsanitize=${_san})
 endif()
 
+# The allocator of chronoq's programs (chronoqd, chronoq-bench; never the
+# library, whose embedder chooses): jemalloc (Debian's libjemalloc), which
+# took the C library's malloc from about a tenth of chronoqd's CPU under W2 to
+# a few percent (docs/BENCHMARKS.md, "jemalloc"). Sanitizers bring their own
+# allocator, so sanitized builds keep it. CHRONOQ_JEMALLOC tells the code.
+add_library(chronoq_allocator INTERFACE)
+if(CHRONOQ_JEMALLOC AND NOT CHRONOQ_SANITIZE)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET jemalloc)
+  target_link_libraries(chronoq_allocator INTERFACE PkgConfig::JEMALLOC)
+  target_compile_definitions(chronoq_allocator INTERFACE CHRONOQ_JEMALLOC=1)
+endif()
+
 # The throwaway PostgreSQL cluster of the tests (scripts/pg-cluster.sh): ctest
 # starts it in this directory before the first test that needs it (fixture
 # `postgres`) and stops it after the last, even when tests fail.

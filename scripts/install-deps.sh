@@ -19,6 +19,8 @@ packages=(
   libsimdjson-dev
   # Abseil's B-tree: the engine's window of tasks due soon (src/timer/window.h).
   libabsl-dev
+  # jemalloc: chronoqd's and chronoq-bench's allocator (cmake/ChronoqHelpers.cmake).
+  libjemalloc-dev
   # The TLS tests make a throwaway CA with the openssl command (tests/support/make-test-certs.sh).
   openssl
   libgtest-dev libgmock-dev libbenchmark-dev

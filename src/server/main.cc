@@ -56,10 +56,29 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#ifdef CHRONOQ_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
 
 namespace {
 
 using namespace chronoq;
+
+// The allocator this chronoqd runs on (cmake/ChronoqHelpers.cmake), for its
+// start-up line: asked of jemalloc itself, so the line shows that it is the
+// one in use.
+std::string AllocatorName() {
+#ifdef CHRONOQ_JEMALLOC
+  const char* version = nullptr;
+  size_t size = sizeof(version);
+  if (mallctl("version", static_cast<void*>(&version), &size, nullptr, 0) == 0 && version) {
+    return std::string("jemalloc ") + version;
+  }
+  return "jemalloc (no version)";
+#else
+  return "the C library's malloc (or a sanitizer's)";
+#endif
+}
 
 Status ReadTokenFile(const std::string& path, std::string& token, std::string_view field) {
   std::ifstream in(path);
@@ -359,8 +378,8 @@ int RunClusterNode(const server::DaemonConfig& config, Startup& startup, sigset_
               server::RedactStoreUrl(config.store).c_str(),
               options.tokens == nullptr ? "" : ", bearer token required");
   std::fflush(stdout);
-  spdlog::info("chronoqd {} listening on {}:{} as cluster node {} ({})", CHRONOQ_VERSION,
-               options.host, http.port(), node_id, advertise);
+  spdlog::info("chronoqd {} listening on {}:{} as cluster node {} ({}); allocator: {}",
+               CHRONOQ_VERSION, options.host, http.port(), node_id, advertise, AllocatorName());
 
   const int sig = WaitForStop(signals, startup.tokens.get(), startup.webhook_secrets.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -457,8 +476,8 @@ int main(int argc, char** argv) {
               http.port(), where.c_str(),
               options.tokens == nullptr ? "" : ", bearer token required");
   std::fflush(stdout);
-  spdlog::info("chronoqd {} listening on {}://{}:{}", CHRONOQ_VERSION, scheme, options.host,
-               http.port());
+  spdlog::info("chronoqd {} listening on {}://{}:{}; allocator: {}", CHRONOQ_VERSION, scheme,
+               options.host, http.port(), AllocatorName());
 
   const int sig = WaitForStop(signals, startup->tokens.get(), startup->webhook_secrets.get());
   spdlog::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
