@@ -213,6 +213,64 @@ TEST_P(StoreConformanceTest, AReopenedStoreHoldsCommittedWritesOnly) {
   EXPECT_EQ(meta->max_seq, 1);
 }
 
+// Many rows in one transaction, unnamed ones among named and keyed ones (a
+// store may write some behind, in groups): each is there for the next
+// statement, a savepoint splits them where they were asked for, a rollback
+// takes them all, a commit keeps each as written.
+TEST_P(StoreConformanceTest, ManyRowsOfOneTransactionTakeEffectInTheOrderAsked) {
+  const int64_t q = Queue("q");
+  auto row = [&](int64_t seq) {
+    TaskRow r = Scheduled(seq, q, kNow + seconds(seq));
+    r.payload = R"({"n":)" + std::to_string(seq) + "}";
+    if (seq % 7 == 0) r.name = "named-" + std::to_string(seq);
+    if (seq % 11 == 0) r.key = "k";
+    return r;
+  };
+  for (bool commit : {false, true}) {
+    ASSERT_THAT(store_->Begin(), IsOk());
+    for (int64_t seq = 1; seq <= 3; ++seq)
+      ASSERT_THAT(store_->Insert(row(seq)), test::IsOkAndHolds(true));
+    EXPECT_TRUE(Find(3).has_value());  // the next statement sees them
+    for (int64_t seq = 4; seq <= 20; ++seq) {
+      ASSERT_THAT(store_->Insert(row(seq)), test::IsOkAndHolds(true));
+    }
+    Result<std::vector<TaskRow>> claimed =
+        store_->MarkRunningMany({4, 5, 6, 7, 8, 9, 10, 11}, kNow + seconds(30), 1, kNow, "", "");
+    ASSERT_THAT(claimed, IsOk());
+    EXPECT_EQ(claimed->size(), 8u);
+    for (int64_t seq = 21; seq <= 23; ++seq) {
+      ASSERT_THAT(store_->Insert(row(seq)), test::IsOkAndHolds(true));
+    }
+    ASSERT_THAT(store_->Savepoint(), IsOk());  // 21-23 were asked for before it
+    for (int64_t seq = 24; seq <= 26; ++seq) {
+      ASSERT_THAT(store_->Insert(row(seq)), test::IsOkAndHolds(true));
+    }
+    store_->RollbackToSavepoint();
+    ASSERT_THAT(store_->Insert(row(27)), test::IsOkAndHolds(true));
+    if (!commit) {
+      store_->Rollback();
+      for (int64_t seq = 1; seq <= 27; ++seq) EXPECT_FALSE(Find(seq).has_value()) << seq;
+      continue;
+    }
+    ASSERT_THAT(store_->Commit(), IsOk());
+  }
+  for (int64_t seq = 1; seq <= 27; ++seq) {
+    const std::optional<TaskRow> got = Find(seq);
+    if (seq >= 24 && seq <= 26) {
+      EXPECT_FALSE(got.has_value()) << seq;
+      continue;
+    }
+    ASSERT_TRUE(got.has_value()) << seq;
+    EXPECT_EQ(got->payload, row(seq).payload) << seq;
+    EXPECT_EQ(got->name, row(seq).name) << seq;
+    EXPECT_EQ(got->key, row(seq).key) << seq;
+    const bool claimed = seq >= 4 && seq <= 11;
+    EXPECT_EQ(got->state, claimed ? TaskState::kRunning : TaskState::kScheduled) << seq;
+    // A claimed row's due is its lease's end; the time it was due moved to run_at.
+    EXPECT_EQ(claimed ? got->run_at : got->due, row(seq).due) << seq;
+  }
+}
+
 TEST_P(StoreConformanceTest, RollbackToSavepointUndoesOnlyTheSavepoint) {
   const int64_t q = Queue("q");
   ASSERT_TRUE(store_->Begin().ok());

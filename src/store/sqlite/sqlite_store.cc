@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <mutex>
@@ -294,6 +295,10 @@ constexpr int kRowBatch = 64;
 // Consecutive seqs that a batched claim or acknowledgement names as a range
 // (SqliteStore::ForEachSeqSet) rather than in a list.
 constexpr int64_t kMinSeqRun = 8;
+// Rows to one statement of the inserts written behind (SqliteStore::Insert),
+// and the parameters of each row.
+constexpr size_t kRowsPerInsert = 8;
+constexpr int kInsertParams = 19;
 #define CHRONOQ_BUCKET "(due >> 28)"
 #define CHRONOQ_NOT_RUNNING "state <> 1"
 static_assert(kDueBucketShift == 28, "CHRONOQ_BUCKET and the schema spell the shift out");
@@ -351,9 +356,30 @@ Status SqlError(sqlite3* db, std::string_view what) {
 // with the error that ended it, and so is the COMMIT: the whole cycle fails,
 // as it does on PostgreSQL, where an aborted transaction ignores everything
 // until its end.
+//
+// Rows SqliteStore::Insert writes behind wait for the next statement of the
+// transaction: Stmt::Step writes them first (`flush`), so statements still
+// run in the order they were asked for. A failure to write them fails the
+// transaction as a rollback does.
 struct Txn {
   bool open = false;
   Status lost;  // the error after which SQLite rolled the transaction back
+  bool pending = false;  // rows written behind are waiting
+  bool flushing = false;
+  std::function<Status()> flush;  // writes them
+
+  void Restart(bool now_open) {
+    open = now_open;
+    lost = Status();
+    pending = false;
+  }
+  void Flush() {
+    pending = false;
+    flushing = true;
+    Status s = flush();
+    flushing = false;
+    if (!s.ok() && lost.ok()) lost = std::move(s);
+  }
 };
 
 // A prepared statement that is reset (not finalized) between uses.
@@ -410,6 +436,7 @@ class Stmt {
 
   // SQLITE_ROW, SQLITE_DONE, or an error code (Error() says which).
   int Step() {
+    if (txn_ != nullptr && txn_->pending && !txn_->flushing) txn_->Flush();
     if (txn_ != nullptr && !txn_->lost.ok()) return SQLITE_ABORT;  // not run: see Txn
     const int rc = sqlite3_step(s_);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE && txn_ != nullptr && txn_->open &&
@@ -668,20 +695,23 @@ class SqliteStore final : public Store {
 
   Status Begin() override {
     CHRONOQ_RETURN_IF_ERROR(w_.begin.Reset().Run("begin"));
-    txn_ = Txn{.open = true};
+    txn_.Restart(true);
     return {};
   }
   Status Commit() override {
+    if (txn_.pending) txn_.Flush();
     // SQLite rolled the transaction back: nothing of it may be reported
     // committed (the engine rolls back and rebuilds its memory).
     if (!txn_.lost.ok()) return Stmt::TxnError(txn_, "commit");
     CHRONOQ_RETURN_IF_ERROR(w_.commit.Reset().Run("commit"));
-    txn_ = Txn{};
+    txn_.Restart(false);
     return {};
   }
   void Rollback() override {
+    behind_.clear();
+    txn_.pending = false;
     if (!sqlite3_get_autocommit(writer_)) w_.rollback.Reset().Run("rollback").IgnoreError();
-    txn_ = Txn{};
+    txn_.Restart(false);
   }
   Status Savepoint() override { return w_.savepoint.Reset().Run("savepoint"); }
   Status ReleaseSavepoint() override { return w_.release.Reset().Run("release"); }
@@ -758,6 +788,19 @@ class SqliteStore final : public Store {
   }
 
   Result<bool> Insert(const TaskRow& r) override {
+    // A row without a client-chosen id cannot be refused, and one without a
+    // key moves no key cursor: inside a transaction it is written behind,
+    // kRowsPerInsert rows to a statement (docs/BENCHMARKS.md, "Inserts
+    // written behind").
+    if (txn_.open && !r.name && !r.key) {
+      behind_.push_back(r);
+      txn_.pending = true;
+      if (behind_.size() >= kRowsPerInsert) {
+        txn_.Flush();
+        if (!txn_.lost.ok()) return Stmt::TxnError(txn_, "insert tasks");
+      }
+      return true;
+    }
     Stmt& s = w_.insert.Reset();
     BindAll(s, r);
     const int rc = s.Step();
@@ -768,6 +811,28 @@ class SqliteStore final : public Store {
     }
     if (sqlite3_extended_errcode(writer_) == SQLITE_CONSTRAINT_UNIQUE) return false;
     return WriterError("insert task");
+  }
+
+  // Txn::flush: the rows Insert wrote behind, kRowsPerInsert to a statement,
+  // then one by one. Its statements are its own: it runs inside another
+  // statement's Step, which may be Insert's.
+  Status WriteBehind() {
+    Status s;
+    size_t i = 0;
+    for (; s.ok() && behind_.size() - i >= kRowsPerInsert; i += kRowsPerInsert) {
+      Stmt& insert = w_.insert_many.Reset();
+      for (size_t k = 0; k < kRowsPerInsert; ++k) {
+        BindAll(insert, behind_[i + k], static_cast<int>(k) * kInsertParams);
+      }
+      s = insert.Run("insert tasks");
+    }
+    for (; s.ok() && i < behind_.size(); ++i) {
+      Stmt& insert = w_.insert_behind.Reset();
+      BindAll(insert, behind_[i]);
+      s = insert.Run("insert task");
+    }
+    behind_.clear();
+    return s;
   }
 
   Status Overwrite(const TaskRow& r) override {
@@ -1353,13 +1418,28 @@ class SqliteStore final : public Store {
     return WriterError(what);
   }
 
-  static void BindAll(Stmt& s, const TaskRow& r) {
-    s.Bind(1, r.seq).Bind(2, r.qid).Bind(3, static_cast<int64_t>(r.state)).Bind(4, r.due);
-    s.Bind(5, static_cast<int64_t>(r.priority)).Bind(6, static_cast<int64_t>(r.attempt));
-    s.Bind(7, static_cast<int64_t>(r.max_attempts)).Bind(8, r.payload).Bind(9, r.name);
-    s.Bind(10, r.run_at).Bind(11, r.token).Bind(12, r.last_error).Bind(13, r.updated);
-    s.Bind(14, r.backoff_base).Bind(15, r.backoff_cap).Bind(16, r.target).Bind(17, r.sid);
-    s.Bind(18, r.key).Bind(19, r.worker);
+  // Binds ?at+1 .. ?at+kInsertParams (InsertValues).
+  static void BindAll(Stmt& s, const TaskRow& r, int at = 0) {
+    s.Bind(at + 1, r.seq).Bind(at + 2, r.qid).Bind(at + 3, static_cast<int64_t>(r.state));
+    s.Bind(at + 4, r.due).Bind(at + 5, static_cast<int64_t>(r.priority));
+    s.Bind(at + 6, static_cast<int64_t>(r.attempt))
+        .Bind(at + 7, static_cast<int64_t>(r.max_attempts));
+    s.Bind(at + 8, r.payload).Bind(at + 9, r.name).Bind(at + 10, r.run_at).Bind(at + 11, r.token);
+    s.Bind(at + 12, r.last_error).Bind(at + 13, r.updated).Bind(at + 14, r.backoff_base);
+    s.Bind(at + 15, r.backoff_cap).Bind(at + 16, r.target).Bind(at + 17, r.sid);
+    s.Bind(at + 18, r.key).Bind(at + 19, r.worker);
+  }
+  // The columns Insert writes, and one row of their values bound from
+  // ?at+1 on (BindAll); korder is the due of a keyed task.
+  static constexpr const char* kInsertColumns =
+      "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
+      " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key, worker,"
+      " korder) VALUES";
+  static std::string InsertValues(int at) {
+    std::string values = "(";
+    for (int i = 1; i <= kInsertParams; ++i) values += "?" + std::to_string(at + i) + ",";
+    return values + "CASE WHEN ?" + std::to_string(at + 18) + " IS NOT NULL THEN ?" +
+           std::to_string(at + 4) + " END)";
   }
 
   // The schedule columns in ScheduleRowOf() order, bound as ?1..?18 by
@@ -1448,8 +1528,14 @@ class SqliteStore final : public Store {
   }
 
   Status Prepare() {
+    txn_.flush = [this] { return WriteBehind(); };
     // "+state" keeps the planner on rowid lookups (or a rowid range) instead
     // of scanning the state's index. Each comes in both forms of SeqSet.
+    const std::string insert_sql = kInsertColumns + InsertValues(0);
+    std::string insert_many_sql = kInsertColumns;
+    for (size_t k = 0; k < kRowsPerInsert; ++k) {
+      insert_many_sql += (k ? "," : "") + InsertValues(static_cast<int>(k) * kInsertParams);
+    }
     std::string mark_succeeded_sql[2], mark_running_sql[2], read_claimed_sql[2];
     for (SeqSet set : {kSeqRun, kSeqList}) {
       mark_succeeded_sql[set] =
@@ -1495,11 +1581,9 @@ class SqliteStore final : public Store {
         {&w_.queue_counts,
          "UPDATE queues SET n_scheduled=?2, n_running=?3, n_succeeded=?4, n_cancelled=?5,"
          " n_dead=?6 WHERE qid=?1"},
-        {&w_.insert,
-         "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, name,"
-         " run_at, token, last_error, updated, backoff_base, backoff_cap, target, sid, key, worker,"
-         " korder) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,"
-         " CASE WHEN ?18 IS NOT NULL THEN ?4 END)"},
+        {&w_.insert, insert_sql.c_str()},
+        {&w_.insert_many, insert_many_sql.c_str()},
+        {&w_.insert_behind, insert_sql.c_str()},
         {&w_.overwrite,
          "UPDATE tasks SET qid=?2, state=?3, due=?4, prio=?5, attempt=?6, max_attempts=?7,"
          " payload=?8, name=?9, run_at=?10, token=?11, last_error=?12, updated=?13,"
@@ -1624,11 +1708,12 @@ class SqliteStore final : public Store {
   sqlite3* writer_ = nullptr;
   sqlite3* reader_ = nullptr;
   Txn txn_;  // engine loop thread only
+  std::vector<TaskRow> behind_;  // rows Insert writes behind; engine loop thread only
   struct WriterStatements {
     Stmt begin, commit, rollback, savepoint, release, rollback_to;
     Stmt queue_id, queue_add, queues, queue_settings, queue_counts;
-    Stmt insert, overwrite, remove, by_seq, by_name, move, set_due, set_payload, set_response,
-        save_token;
+    Stmt insert, insert_many, insert_behind, overwrite, remove, by_seq, by_name, move, set_due,
+        set_payload, set_response, save_token;
     Stmt mark_running[2], read_claimed[2], mark_succeeded[2];  // by SeqSet
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
     Stmt key_head_same, key_head_next, key_pending_same, key_pending_next, key_retries, key_cursor,
