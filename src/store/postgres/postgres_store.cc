@@ -30,7 +30,8 @@
 //   payload takes 88 bytes rather than 96 (193 -> ~148 bytes per task).
 // - Statements are prepared once per connection and sent with text
 //   parameters; row batches are one statement with an array parameter
-//   (`seq = ANY($n::bigint[])`), never a round trip per task.
+//   (`seq = ANY($n::bigint[])`), or a run's ends (`seq BETWEEN`), never a
+//   round trip per task.
 // - The writer connection takes a session advisory lock on the schema at
 //   open. If the connection is lost, the statement that finds out fails with
 //   Unavailable (reason kStoreUnavailable), and so does the engine's cycle;
