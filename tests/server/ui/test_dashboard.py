@@ -759,8 +759,9 @@ def test_tasks_are_filtered_by_id_prefix_and_creation_time(browser: WebDriver,
     wait_until(lambda: text_of(browser, "#err-id_prefix") != "" and
                browser.find_element(By.ID, "f-id_prefix").get_attribute("aria-invalid") == "true",
                "the bad prefix's error at its field")
-    # The creation range, in the hash as RFC 3339 UTC, shown in the viewer's zone.
-    hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+    # The creation range, in the hash as RFC 3339 UTC, shown in the viewer's zone. Its
+    # seconds are never 0: a datetime-local input leaves ":00" out (1 run in 60 failed so).
+    hour_ago = (datetime.now(timezone.utc) - timedelta(hours=1)).replace(second=7, microsecond=0)
     since = hour_ago.strftime("%Y-%m-%dT%H:%M:%S.000Z")
     browser.get(f"{server.url}/ui/#/tasks?queue=invoices&created_after={since}")
     wait_until(lambda: len(task_rows(browser)) == 4, "every task created in the last hour")
