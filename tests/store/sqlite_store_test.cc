@@ -416,11 +416,13 @@ TEST(SqliteStoreMigrationTest, ASchema11DatabaseMovesRunningTasksOutOfTheDueInde
   EXPECT_NE(DueIndexSql(path).find("WHERE state <> 1"), std::string::npos);
   // What each index holds (INDEXED BY fails the query if the index cannot
   // answer it).
-  EXPECT_EQ(QueryText(path, "SELECT group_concat(seq) FROM tasks INDEXED BY tasks_due"
-                            " WHERE state <> 1 AND state >= 0"),
+  EXPECT_EQ(QueryText(path,
+                      "SELECT group_concat(seq) FROM tasks INDEXED BY tasks_due"
+                      " WHERE state <> 1 AND state >= 0"),
             "1,3");
-  EXPECT_EQ(QueryText(path, "SELECT group_concat(seq) FROM tasks INDEXED BY tasks_running"
-                            " WHERE state = 1"),
+  EXPECT_EQ(QueryText(path,
+                      "SELECT group_concat(seq) FROM tasks INDEXED BY tasks_running"
+                      " WHERE state = 1"),
             "2");
   Result<std::vector<DueEntry>> scheduled =
       (*store)->LoadScheduled(DueBucket(kNow), 0, DueBucket(kNow) + 1, 10);
