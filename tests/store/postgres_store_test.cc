@@ -54,6 +54,14 @@ class PostgresStoreTest : public ::testing::Test, protected test::StoreHelpers {
     store_ = std::move(s).value();
   }
 
+  // Writes every claim of the journal into its tasks' rows, as opening the
+  // store does (LoadRunning), and as claims were written before schema 5.
+  void SettleClaims() {
+    ASSERT_THAT(store_->Begin(), IsOk());
+    ASSERT_THAT(store_->LoadRunning(), IsOk());
+    ASSERT_THAT(store_->Commit(), IsOk());
+  }
+
   // The backend pid of the store's connection named `app` ("chronoq writer"
   // or "chronoq reader"), as pg_stat_activity shows it.
   std::string BackendPid(const std::string& app) {
@@ -83,8 +91,8 @@ TEST_F(PostgresStoreTest, AKeysSavedCursorStaysBeforeEveryTaskWaitingToStart) {
 TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   EXPECT_EQ(db_.QueryText("SELECT string_agg(table_name, ',' ORDER BY table_name)"
                           " FROM information_schema.tables WHERE table_schema = 'chronoq'"),
-            "key_cursors,leader,locks,meta,nodes,queues,schedules,tasks");
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "4");
+            "claims,key_cursors,leader,locks,meta,nodes,queues,schedules,tasks");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "5");
   EXPECT_EQ(db_.QueryText("SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes"
                           " WHERE schemaname = 'chronoq' AND indexname NOT LIKE '%pkey'"
                           " AND indexname NOT LIKE '%_key'"),
@@ -97,7 +105,7 @@ TEST_F(PostgresStoreTest, OpenCreatesTheSchemaItsTablesAndIndexes) {
   ASSERT_NO_FATAL_FAILURE(Reopen());
   EXPECT_EQ(db_.QueryText("SELECT count(*) FROM information_schema.tables"
                           " WHERE table_schema = 'chronoq'"),
-            "8");
+            "9");
 }
 
 // Version 1 -> 2: tasks gain the worker that claimed them last; old rows
@@ -108,14 +116,15 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   for (int64_t seq : {1, 2}) ASSERT_THAT(store_->Insert(Scheduled(seq, q, kNow)), IsOk());
   ASSERT_THAT(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "", ""), IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_NO_FATAL_FAILURE(SettleClaims());
   store_.reset();
   db_.Exec(
       "ALTER TABLE chronoq.tasks DROP COLUMN worker, DROP COLUMN claimed, DROP COLUMN node,"
       " DROP COLUMN attempts; ALTER TABLE chronoq.queues DROP COLUMN final_statuses;"
-      " UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
+      " DROP TABLE chronoq.claims; UPDATE chronoq.meta SET v = 1 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "4");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "5");
   Result<std::optional<TaskRow>> old = store_->FindBySeq(1);
   ASSERT_THAT(old, IsOk());
   ASSERT_TRUE(old->has_value());
@@ -127,6 +136,7 @@ TEST_F(PostgresStoreTest, AVersion1SchemaGainsTheWorkerColumn) {
   ASSERT_THAT(claimed, IsOk());
   ASSERT_EQ(claimed->size(), 1u);
   EXPECT_EQ(claimed->front().worker, "host-1:99");
+  ASSERT_NO_FATAL_FAILURE(SettleClaims());
   EXPECT_EQ(db_.QueryText("SELECT worker FROM chronoq.tasks WHERE seq = 2"), "host-1:99");
 }
 
@@ -141,10 +151,10 @@ TEST_F(PostgresStoreTest, AVersion2SchemaGainsFinalStatuses) {
   db_.Exec(
       "ALTER TABLE chronoq.queues DROP COLUMN final_statuses;"
       "ALTER TABLE chronoq.tasks DROP COLUMN claimed, DROP COLUMN node, DROP COLUMN attempts;"
-      " UPDATE chronoq.meta SET v = 2 WHERE k = 'schema'");
+      " DROP TABLE chronoq.claims; UPDATE chronoq.meta SET v = 2 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "4");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "5");
   Result<std::vector<QueueRow>> queues = store_->Queues();
   ASSERT_THAT(queues, IsOk());
   ASSERT_EQ(queues->size(), 1u);
@@ -168,13 +178,14 @@ TEST_F(PostgresStoreTest, AVersion3SchemaGainsTheAttemptColumns) {
   for (int64_t seq : {1, 2}) ASSERT_THAT(store_->Insert(Scheduled(seq, q, kNow)), IsOk());
   ASSERT_THAT(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "w", "n"), IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_NO_FATAL_FAILURE(SettleClaims());
   store_.reset();
   db_.Exec(
       "ALTER TABLE chronoq.tasks DROP COLUMN claimed, DROP COLUMN node, DROP COLUMN attempts;"
-      " UPDATE chronoq.meta SET v = 3 WHERE k = 'schema'");
+      " DROP TABLE chronoq.claims; UPDATE chronoq.meta SET v = 3 WHERE k = 'schema'");
 
   ASSERT_NO_FATAL_FAILURE(Reopen());
-  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "4");
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "5");
   Result<std::optional<TaskRow>> old = store_->FindBySeq(1);
   ASSERT_THAT(old, IsOk());
   ASSERT_TRUE(old->has_value());
@@ -191,9 +202,136 @@ TEST_F(PostgresStoreTest, AVersion3SchemaGainsTheAttemptColumns) {
                             .attempts = "[[1,0,5,1]]"}),
               IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_NO_FATAL_FAILURE(SettleClaims());
   EXPECT_EQ(db_.QueryText("SELECT node FROM chronoq.tasks WHERE seq = 2"), "n");
   EXPECT_EQ(store_->FindBySeq(2)->value().claimed, kNow);
   EXPECT_EQ(db_.QueryText("SELECT attempts FROM chronoq.tasks WHERE seq = 1"), "[[1,0,5,1]]");
+}
+
+// Version 4 -> 5: the claim journal.
+TEST_F(PostgresStoreTest, AVersion4SchemaGainsTheClaimJournal) {
+  store_.reset();
+  db_.Exec("DROP TABLE chronoq.claims; UPDATE chronoq.meta SET v = 4 WHERE k = 'schema'");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  EXPECT_EQ(db_.QueryText("SELECT v FROM chronoq.meta WHERE k = 'schema'"), "5");
+  EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.claims"), "0");
+}
+
+// The claim journal (postgres_store.cc, CHRONOQ_PG_JOURNAL_JOIN) where it
+// lives: a claim writes one record and no task row; each task's row is
+// written once, at its acknowledgement; a write to one task, and opening,
+// settle claims into rows. What every store shows of claims is stated in
+// store_conformance_test.cc, which this store passes through the journal.
+TEST_F(PostgresStoreTest, AClaimWritesOneJournalRecordAndEachRowIsWrittenOnce) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 6; ++seq) InsertCommitted(Scheduled(seq, q, kNow));
+  auto versions = [&](int64_t seq) {  // the row's transaction id: a new one per write
+    return db_.QueryText("SELECT xmin FROM chronoq.tasks WHERE seq = " + std::to_string(seq));
+  };
+  const std::string inserted = versions(1);
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> claimed =
+      store_->MarkRunningMany({1, 2, 3, 4, 5}, kNow + seconds(30), 7, kNow, "w", "n1");
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_THAT(claimed, IsOk());
+  ASSERT_EQ(claimed->size(), 5u);
+  EXPECT_EQ(claimed->front().state, TaskState::kRunning);
+  EXPECT_EQ(claimed->front().attempt, 1);
+  EXPECT_EQ(claimed->front().token, 7u);
+  EXPECT_EQ(
+      db_.QueryText("SELECT count(*) || ' ' || min(token) || ' ' || min(worker) || ' ' ||"
+                    " min(node) || ' ' || min(array_to_string(seqs, ',')) FROM chronoq.claims"),
+      "1 7 w n1 1,2,3,4,5");
+  EXPECT_EQ(versions(1), inserted);
+  EXPECT_EQ(db_.QueryText("SELECT string_agg(state::text, '' ORDER BY seq) FROM chronoq.tasks"),
+            "000000");
+  // Readers see the claim.
+  std::optional<Store::ReadRow> read = Read(2);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->row.state, TaskState::kRunning);
+  EXPECT_EQ(read->row.due, kNow + seconds(30));
+  EXPECT_EQ(read->row.run_at, kNow);
+  EXPECT_EQ(read->row.token, 7u);
+  EXPECT_EQ(read->row.worker, "w");
+  EXPECT_EQ(read->row.node, "n1");
+  EXPECT_EQ(read->row.claimed, kNow);
+  Store::ListQuery running;
+  running.state = TaskState::kRunning;
+  EXPECT_EQ(ListSeqs(running), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  Store::ListQuery scheduled;
+  scheduled.state = TaskState::kScheduled;
+  EXPECT_EQ(ListSeqs(scheduled), std::vector<int64_t>{6});
+  // A claimed task is not claimed again.
+  ASSERT_THAT(store_->Begin(), IsOk());
+  EXPECT_THAT(store_->MarkRunningMany({1, 6}, kNow + seconds(30), 8, kNow, "", ""),
+              IsOkAndHolds(testing::SizeIs(1)));
+  ASSERT_THAT(store_->Commit(), IsOk());
+
+  // Acknowledged: one write of each row, scheduled to succeeded; the record
+  // stays while a task of it runs.
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkSucceeded({1, 2}, kNow + seconds(60), kNow + seconds(1)), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  const std::string acked = versions(1);
+  const std::string micros = std::to_string(kNow.time_since_epoch().count());
+  EXPECT_NE(acked, inserted);
+  EXPECT_EQ(db_.QueryText("SELECT state || ' ' || attempt || ' ' || worker || ' ' || node || ' '"
+                          " || claimed || ' ' || run_at FROM chronoq.tasks WHERE seq = 1"),
+            "2 1 w n1 " + micros + " " + micros);
+  EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.claims WHERE token = 7"), "1");
+  // A write to one task settles its claim: its running tasks' rows say so.
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->SetDue(3, kNow + seconds(90), kNow), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.claims WHERE token = 7"), "0");
+  EXPECT_EQ(db_.QueryText("SELECT string_agg(state || ':' || token, ',' ORDER BY seq)"
+                          " FROM chronoq.tasks WHERE seq IN (3, 4, 5)"),
+            "1:7,1:7,1:7");
+  EXPECT_EQ(Find(3)->due, kNow + seconds(90));
+  EXPECT_EQ(Find(4)->due, kNow + seconds(30));
+  EXPECT_EQ(versions(1), acked);  // finished rows are left alone
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkSucceeded({3, 4, 5}, kNow + seconds(60), kNow), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+
+  // Opening settles what a crash left in the journal (task 6, token 8).
+  EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.claims"), "1");
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> after = store_->LoadRunning();
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_THAT(after, IsOk());
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ(after->front().seq, 6);
+  EXPECT_EQ(after->front().token, 8u);
+  EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.claims"), "0");
+  EXPECT_EQ(db_.QueryText("SELECT state FROM chronoq.tasks WHERE seq = 6"), "1");
+}
+
+// A claim rolled back, whole or to a savepoint, leaves no journal record,
+// and the store's memory of the journal follows.
+TEST_F(PostgresStoreTest, RolledBackClaimsLeaveNoJournal) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 3; ++seq) InsertCommitted(Scheduled(seq, q, kNow));
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({1, 2}, kNow + seconds(30), 1, kNow, "", ""), IsOk());
+  store_->Rollback();
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({1}, kNow + seconds(30), 2, kNow, "", ""),
+              IsOkAndHolds(testing::SizeIs(1)));
+  ASSERT_THAT(store_->Savepoint(), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({2, 3}, kNow + seconds(30), 3, kNow, "", ""),
+              IsOkAndHolds(testing::SizeIs(2)));
+  store_->RollbackToSavepoint();
+  // 2 and 3 are scheduled again, 1 is not.
+  EXPECT_THAT(store_->MarkRunningMany({1, 2, 3}, kNow + seconds(30), 4, kNow, "", ""),
+              IsOkAndHolds(testing::SizeIs(2)));
+  ASSERT_THAT(store_->MarkSucceeded({1, 2, 3}, kNow + seconds(60), kNow), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  EXPECT_EQ(db_.QueryText("SELECT count(*) FROM chronoq.claims"), "0");
+  EXPECT_EQ(db_.QueryText("SELECT string_agg(state || ':' || attempt, ',' ORDER BY seq)"
+                          " FROM chronoq.tasks"),
+            "2:1,2:1,2:1");
 }
 
 TEST_F(PostgresStoreTest, ANewerSchemaVersionIsRefused) {

@@ -1998,7 +1998,7 @@ TEST_P(StoreConformanceTest, ListRowsCarryTheirQueueName) {
   Store::ListQuery q;
   q.state = TaskState::kRunning;
   Result<std::vector<Store::ReadRow>> rows = store_->List(q);
-  ASSERT_TRUE(rows.ok());
+  ASSERT_THAT(rows, IsOk());
   ASSERT_EQ(rows->size(), 1u);
   EXPECT_EQ((*rows)[0].row.seq, 8);
   EXPECT_EQ((*rows)[0].queue, "b");

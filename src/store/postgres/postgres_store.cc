@@ -53,6 +53,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -68,7 +69,7 @@ namespace {
 
 using namespace pg;  // NOLINT(google-build-using-namespace): the store is written in its terms
 
-constexpr int64_t kSchemaVersion = 4;
+constexpr int64_t kSchemaVersion = 5;
 // The oldest server the statements are written for (identity columns,
 // ON CONFLICT, DROP DATABASE ... WITH (FORCE) in the tests).
 constexpr int kMinServerVersion = 120000;
@@ -192,7 +193,17 @@ CREATE TABLE IF NOT EXISTS nodes(
   address TEXT NOT NULL,
   role TEXT NOT NULL,
   version TEXT NOT NULL);
-INSERT INTO meta(k, v) VALUES('schema', 4), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
+CREATE TABLE IF NOT EXISTS claims(
+  id BIGINT PRIMARY KEY,
+  token BIGINT NOT NULL,
+  lease_until BIGINT NOT NULL,
+  claimed BIGINT NOT NULL,
+  lo BIGINT NOT NULL,
+  hi BIGINT NOT NULL,
+  worker TEXT,
+  node TEXT,
+  seqs BIGINT[] NOT NULL);
+INSERT INTO meta(k, v) VALUES('schema', 5), ('next_token', 1) ON CONFLICT (k) DO NOTHING;
 )sql";
 
 // The task columns in TaskAt() order.
@@ -207,6 +218,46 @@ constexpr int kTaskColumns = 23;
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
   "t.response, t.sid, t.key, t.worker"
+
+// The claim journal (schema 5). A claim writes one row of `claims` for the
+// batch it claims (an id of the store's, its token, lease, claim time,
+// worker, node and seqs) instead of rewriting each task's row; each task's
+// row is written once, at
+// its acknowledgement, straight from scheduled to succeeded. PostgreSQL has
+// no update in place: every row written is a new version with new entries
+// in the primary key and tasks_due, which made the backend W2's bottleneck
+// (docs/BENCHMARKS.md, "A claim journal, measured before it is built": a
+// third of the work). A task is *journaled* while its row says scheduled
+// and a claims row holds its seq: it is running, with the claim's lease.
+// Readers overlay the journal (CHRONOQ_PG_JOURNAL_JOIN); a write that
+// changes one task otherwise first *settles* its claim (kSettle: the claim
+// written into its tasks' rows as an UPDATE would have, the record
+// deleted), which changes no meaning, and so does opening the store.
+// `lo` and `hi` bound `seqs`, so that most records are passed over
+// without searching their arrays.
+#define CHRONOQ_PG_IN_CLAIM(c, seq) \
+  seq " BETWEEN " c ".lo AND " c ".hi AND " seq " = ANY(" c ".seqs)"
+// Joins `j`, the claim of a journaled task `t` (NULL columns for any other).
+#define CHRONOQ_PG_JOURNAL_JOIN                                                    \
+  " LEFT JOIN LATERAL (SELECT c.token, c.lease_until, c.claimed, c.worker, c.node" \
+  " FROM claims c WHERE t.state = 0 AND " CHRONOQ_PG_IN_CLAIM("c", "t.seq") " LIMIT 1) j ON true"
+#define CHRONOQ_PG_JOURNALED(expr, otherwise) \
+  "CASE WHEN j.token IS NULL THEN " otherwise " ELSE " expr " END"
+// CHRONOQ_PG_TASK_COLS as readers see them, with CHRONOQ_PG_JOURNAL_JOIN:
+// a journaled task as its claim's UPDATE would have left it.
+#define CHRONOQ_PG_TASK_COLS_NOW \
+  "t.seq AS seq, t.qid, " CHRONOQ_PG_JOURNALED("1", "t.state") " AS state, "                  \
+  CHRONOQ_PG_JOURNALED("j.lease_until", "t.due") " AS due, t.prio, "                           \
+  CHRONOQ_PG_JOURNALED("t.attempt + 1", "t.attempt") " AS attempt, t.max_attempts, t.payload, " \
+  "t.name, " CHRONOQ_PG_JOURNALED("t.due", "t.run_at") " AS run_at, "                          \
+  "coalesce(j.token, t.token) AS token, t.last_error, coalesce(j.claimed, t.updated) AS updated, " \
+  "t.backoff_base, t.backoff_cap, t.target, t.response, t.sid, t.key, "                        \
+  CHRONOQ_PG_JOURNALED("j.worker", "t.worker") " AS worker, "                                  \
+  CHRONOQ_PG_JOURNALED("j.claimed", "t.claimed") " AS claimed, "                               \
+  CHRONOQ_PG_JOURNALED("j.node", "t.node") " AS node, t.attempts"
+// Task `t` is not journaled.
+#define CHRONOQ_PG_NOT_JOURNALED \
+  "NOT EXISTS (SELECT 1 FROM claims cl WHERE " CHRONOQ_PG_IN_CLAIM("cl", "t.seq") ")"
 
 // The schedule columns in ScheduleAt() order.
 #define CHRONOQ_PG_SCHEDULE_COLS                                                           \
@@ -324,24 +375,69 @@ constexpr Sql kOverwrite{
     "             WHEN $3::integer=0 AND $6::integer=0 THEN $4::bigint ELSE korder END"
     " WHERE seq=$1"};
 constexpr Sql kDelete{"delete", "DELETE FROM tasks WHERE seq=$1 RETURNING qid, key"};
-constexpr Sql kBySeq{"by_seq", "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t WHERE t.seq=$1"};
-constexpr Sql kByName{"by_name", "SELECT " CHRONOQ_PG_TASK_COLS " FROM tasks t WHERE t.name=$1"};
+constexpr Sql kBySeq{"by_seq", "SELECT " CHRONOQ_PG_TASK_COLS_NOW
+                               " FROM tasks t" CHRONOQ_PG_JOURNAL_JOIN " WHERE t.seq=$1"};
+constexpr Sql kByName{"by_name", "SELECT " CHRONOQ_PG_TASK_COLS_NOW
+                                 " FROM tasks t" CHRONOQ_PG_JOURNAL_JOIN " WHERE t.name=$1"};
 // SET expressions read the row as it was: run_at takes the old due.
 //
 // The state tests: CHRONOQ_PG_STATE_IS (rows found by seq go through the
 // primary key only).
 //
 // A claim or acknowledgement of one run of consecutive seqs (store.h,
-// SeqRuns: the usual batch) names the run by its ends ($4, $7 and $3, $4 in
+// SeqRuns: the usual batch) names the run by its ends ($4, $7 and $5, $6 in
 // the *_run forms): an index range scan of the primary key instead of one
 // search per element of the array.
-#define CHRONOQ_PG_MARK_RUNNING(seqs)                                                           \
-  "UPDATE tasks AS t SET state=1, run_at=due, due=$1, token=$2, attempt=attempt+1, updated=$3," \
-  " worker=$5, claimed=$3, node=$6 WHERE " seqs                                                 \
-  " AND " CHRONOQ_PG_STATE_IS("t.state", "0") " RETURNING " CHRONOQ_PG_CLAIMED_COLS
-constexpr Sql kMarkRunning{"mark_running", CHRONOQ_PG_MARK_RUNNING("t.seq = ANY($4::bigint[])")};
-constexpr Sql kMarkRunningRun{"mark_running_run",
-                              CHRONOQ_PG_MARK_RUNNING("t.seq BETWEEN $4 AND $7")};
+//
+// A claim, into the journal: the scheduled rows of the batch, read as they
+// are, and one claims row for them (none when none was scheduled). $1 the
+// lease's end, $2 the token, $3 the claim's time, $4 (and $7) the seqs, $5
+// the worker, $6 the node, then the claim's id.
+#define CHRONOQ_PG_JOURNAL_CLAIM(seqs, id) \
+  "WITH r AS (SELECT " CHRONOQ_PG_CLAIMED_COLS " FROM tasks t WHERE " seqs                   \
+  " AND " CHRONOQ_PG_STATE_IS("t.state", "0") "),"                                            \
+  " j AS (INSERT INTO claims(id, token, lease_until, claimed, lo, hi, worker, node, seqs)"   \
+  "  SELECT " id ", $2, $1, $3, min(seq), max(seq), $5, $6, array_agg(seq ORDER BY seq)"     \
+  "  FROM r HAVING count(*) > 0)"                                                            \
+  " SELECT * FROM r"
+constexpr Sql kJournalClaim{"journal_claim",
+                            CHRONOQ_PG_JOURNAL_CLAIM("t.seq = ANY($4::bigint[])", "$7::bigint")};
+constexpr Sql kJournalClaimRun{"journal_claim_run",
+                               CHRONOQ_PG_JOURNAL_CLAIM("t.seq BETWEEN $4 AND $7", "$8::bigint")};
+// Journaled tasks of claim id $3 acknowledged: scheduled -> succeeded with what
+// the claim would have written, in one write of each row; with $4 the claim
+// is done (no task of it runs any more) and its record goes. The claims row
+// is read as the statement began, so the CTE's delete does not hide it.
+#define CHRONOQ_PG_JOURNAL_ACK(seqs)                                                       \
+  "WITH d AS (DELETE FROM claims WHERE id = $3 AND $4::boolean)"                           \
+  " UPDATE tasks AS t SET state=2, run_at=t.due, due=$1, attempt=t.attempt+1, updated=$2," \
+  " token=NULL, worker=c.worker, claimed=c.claimed, node=c.node FROM claims c"             \
+  " WHERE c.id = $3 AND " seqs " AND " CHRONOQ_PG_STATE_IS("t.state", "0")
+constexpr Sql kJournalAck{"journal_ack", CHRONOQ_PG_JOURNAL_ACK("t.seq = ANY($5::bigint[])")};
+constexpr Sql kJournalAckRun{"journal_ack_run", CHRONOQ_PG_JOURNAL_ACK("t.seq BETWEEN $5 AND $6")};
+// Settling claims: their journaled tasks' rows get what a claim wrote into
+// them before the journal (running, with the claim's lease, token, worker,
+// node and time, the attempt counted), and their records go.
+#define CHRONOQ_PG_SETTLE(records)                                                           \
+  "WITH c AS (DELETE FROM claims" records                                                    \
+  " RETURNING *)"                                                                            \
+  " UPDATE tasks AS t SET state=1, run_at=t.due, due=c.lease_until, token=c.token,"          \
+  " attempt=t.attempt+1, updated=c.claimed, worker=c.worker, claimed=c.claimed, node=c.node" \
+  " FROM c WHERE " CHRONOQ_PG_IN_CLAIM("c", "t.seq") " AND " CHRONOQ_PG_STATE_IS("t.state", "0")
+constexpr Sql kSettle{"settle", CHRONOQ_PG_SETTLE(" WHERE id = ANY($1::bigint[])")};
+constexpr Sql kSettleAll{"settle_all", CHRONOQ_PG_SETTLE("")};
+// The journal as memory keeps it (PostgresStore::journaled_): each
+// journaled task and its claim's id. Records whose tasks all finished
+// otherwise are dropped first (kJournalPrune).
+constexpr Sql kJournalLoad{
+    "journal_load",
+    "SELECT c.id, t.seq, c.lo, c.hi FROM claims c JOIN tasks t ON " CHRONOQ_PG_IN_CLAIM(
+        "c", "t.seq") " AND " CHRONOQ_PG_STATE_IS("t.state", "0")};
+constexpr Sql kJournalPrune{
+    "journal_prune",
+    "DELETE FROM claims c WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE " CHRONOQ_PG_IN_CLAIM(
+        "c", "t.seq") " AND " CHRONOQ_PG_STATE_IS("t.state", "0") ")"};
+constexpr Sql kJournalLastId{"journal_last_id", "SELECT coalesce(max(id), 0) FROM claims"};
 // Leaving `scheduled` keeps the instant it was due in run_at; entering it
 // clears run_at, since due is the run time again.
 constexpr Sql kMove{
@@ -398,12 +494,13 @@ constexpr Sql kNextPurge{"next_purge", "SELECT least((SELECT " CHRONOQ_PG_BUCKET
 // due. tasks_korder ends with seq, so "after (korder, prio, seq)" is one
 // range (SQLite needs two searches, seq being its rowid).
 constexpr Sql kKeyHeads{"key_heads",
-                        "SELECT seq, qid, due, prio FROM tasks WHERE qid=$1 AND key=$2"
+                        "SELECT seq, qid, due, prio FROM tasks t WHERE qid=$1 AND key=$2"
                         " AND (korder, prio, seq) > ($3, $4, $5) AND state=0 AND attempt=0"
-                        " ORDER BY korder, prio, seq LIMIT $6"};
+                        " AND " CHRONOQ_PG_NOT_JOURNALED " ORDER BY korder, prio, seq LIMIT $6"};
 constexpr Sql kKeyPending{"key_pending",
-                          "SELECT count(*) FROM tasks WHERE qid=$1 AND key=$2"
-                          " AND (korder, prio, seq) > ($3, $4, $5) AND state=0 AND attempt=0"};
+                          "SELECT count(*) FROM tasks t WHERE qid=$1 AND key=$2"
+                          " AND (korder, prio, seq) > ($3, $4, $5) AND state=0 AND attempt=0 "
+                          "AND " CHRONOQ_PG_NOT_JOURNALED};
 constexpr Sql kKeyCursor{"key_cursor",
                          "SELECT korder, prio, seq FROM key_cursors WHERE qid=$1 AND key=$2"};
 // Never backwards: an existing cursor moves only to a later place.
@@ -435,10 +532,12 @@ constexpr Sql kKeyCursorDrop{
     "DELETE FROM key_cursors AS c USING unnest($1::bigint[], $2::text[]) AS k(qid, key)"
     " WHERE c.qid=k.qid AND c.key=k.key AND NOT EXISTS("
     "  SELECT 1 FROM tasks t WHERE t.qid=c.qid AND t.key=c.key AND t.state=0 AND t.attempt=0"
+    " AND " CHRONOQ_PG_NOT_JOURNALED
     "  AND (t.korder, t.prio, t.seq) <= (c.korder, c.prio, c.seq))"};
-constexpr Sql kKeyRetries{"key_retries",
-                          "SELECT qid, key FROM tasks"
-                          " WHERE key IS NOT NULL AND state=0 AND attempt>0"};
+constexpr Sql kKeyRetries{
+    "key_retries",
+    "SELECT qid, key FROM tasks t"
+    " WHERE key IS NOT NULL AND state=0 AND attempt>0 AND " CHRONOQ_PG_NOT_JOURNALED};
 
 constexpr Sql kScheduleInsert{
     "schedule_insert",
@@ -474,22 +573,27 @@ constexpr Sql kLockSave{"lock_save",
 constexpr Sql kLockDelete{"lock_delete", "DELETE FROM locks WHERE key=$1"};
 constexpr Sql kLocks{"locks", "SELECT key, token, owner, expires FROM locks"};
 
+// clang-format off
 constexpr const Sql* kWriterStatements[] = {
-    &kQueueId,        &kQueueAdd,       &kQueues,           &kQueueSettings, &kQueueCounts,
-    &kInsert,         &kOverwrite,      &kDelete,           &kBySeq,         &kByName,
-    &kMarkRunning,    &kMove,           &kMarkSucceeded,    &kSetDue,        &kSetPayload,
-    &kSetResponse,    &kSaveToken,      &kLoadMeta,         &kLoadScheduled, &kNextScheduled,
-    &kLoadRunning,    &kPurge,          &kNextPurge,        &kKeyHeads,      &kKeyPending,
-    &kKeyCursor,      &kKeyCursorSave,  &kKeyCursorLower,   &kKeyCursorDrop, &kKeyRetries,
-    &kScheduleInsert, &kScheduleSave,   &kScheduleDelete,   &kScheduleBySid, &kScheduleByName,
-    &kSchedulesDue,   &kSchedulesList,  &kLockSave,         &kLockDelete,    &kLocks,
-    &kInsertKeyed,    &kMarkRunningRun, &kMarkSucceededRun,
+    &kQueueId,          &kQueueAdd,         &kQueues,           &kQueueSettings,    &kQueueCounts,
+    &kInsert,           &kOverwrite,        &kDelete,           &kBySeq,            &kByName,
+    &kMove,             &kMarkSucceeded,    &kSetDue,           &kSetPayload,       &kSetResponse,
+    &kSaveToken,        &kLoadMeta,         &kLoadScheduled,    &kNextScheduled,    &kLoadRunning,
+    &kPurge,            &kNextPurge,        &kKeyHeads,         &kKeyPending,       &kKeyCursor,
+    &kKeyCursorSave,    &kKeyCursorLower,   &kKeyCursorDrop,    &kKeyRetries,       &kScheduleInsert,
+    &kScheduleSave,     &kScheduleDelete,   &kScheduleBySid,    &kScheduleByName,   &kSchedulesDue,
+    &kSchedulesList,    &kLockSave,         &kLockDelete,       &kLocks,            &kInsertKeyed,
+    &kMarkSucceededRun, &kJournalClaim,     &kJournalClaimRun,  &kJournalAck,       &kJournalAckRun,
+    &kSettle,           &kSettleAll,        &kJournalLoad,      &kJournalPrune,     &kJournalLastId,
 };
+// clang-format on
 
 // A task with its queue's name and its schedule's (empty if none), for readers.
-#define CHRONOQ_PG_READ_COLS                                                           \
-  "SELECT " CHRONOQ_PG_TASK_COLS ", q.name, coalesce(s.name, '') FROM tasks t"          \
-  " JOIN queues q ON q.qid = t.qid LEFT JOIN schedules s ON s.sid = t.sid WHERE "
+#define CHRONOQ_PG_READ_FROM(tasks)                                                                \
+  "SELECT " CHRONOQ_PG_TASK_COLS_NOW ", q.name, coalesce(s.name, '') FROM " tasks                  \
+  " JOIN queues q ON q.qid = t.qid LEFT JOIN schedules s ON s.sid = t.sid" CHRONOQ_PG_JOURNAL_JOIN \
+  " WHERE "
+#define CHRONOQ_PG_READ_COLS CHRONOQ_PG_READ_FROM("tasks t")
 constexpr Sql kReadBySeq{"read_by_seq", CHRONOQ_PG_READ_COLS "t.seq = $1"};
 constexpr Sql kReadByName{"read_by_name", CHRONOQ_PG_READ_COLS "t.name = $1"};
 
@@ -734,6 +838,11 @@ Status MigrateInTransaction(Connection& conn, const std::string& schema) {
                  "WHERE k='schema'",
                  "migrate schema " + schema + " to version 4"));
   }
+  // Version 4 -> 5: the claim journal (kSchema made the table).
+  if (v <= 4) {
+    CHRONOQ_RETURN_IF_ERROR(conn.Run("UPDATE meta SET v=5 WHERE k='schema'",
+                                     "migrate schema " + schema + " to version 5"));
+  }
   return {};  // a newer version is left alone: LoadMeta refuses it
 }
 
@@ -834,10 +943,16 @@ class PostgresStore final : public Store {
                                  ": another node took over");
   }
   Status Commit() override {
-    CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.RunRows("COMMIT", "commit"));
+    Result<Rows> committed = writer_.RunRows("COMMIT", "commit");
+    if (!committed.ok()) {
+      journal_stale_ = true;
+      return committed.status();
+    }
+    const Rows& r = *committed;
     // After a failed statement PostgreSQL ends the transaction on COMMIT
     // with a rollback, and says so only in the command tag.
     if (r.command() != "COMMIT") {
+      journal_stale_ = true;
       return Status(StatusCode::kAborted, "commit: PostgreSQL rolled the transaction back (" +
                                               std::string(r.command()) +
                                               ") after a statement in it failed");
@@ -847,6 +962,7 @@ class PostgresStore final : public Store {
   void Rollback() override {
     writer_.AbortCopy();
     keyed_inserts_.clear();
+    journal_stale_ = true;
     const PGTransactionStatusType st = writer_.transaction_status();
     if (st == PQTRANS_INTRANS || st == PQTRANS_INERROR) {
       writer_.Run("ROLLBACK", "rollback").IgnoreError();
@@ -855,6 +971,7 @@ class PostgresStore final : public Store {
   Status Savepoint() override { return writer_.Run("SAVEPOINT batch", "savepoint"); }
   Status ReleaseSavepoint() override { return writer_.Run("RELEASE batch", "release"); }
   void RollbackToSavepoint() override {
+    journal_stale_ = true;
     writer_.Run("ROLLBACK TO batch", "rollback to").IgnoreError();
     writer_.Run("RELEASE batch", "release").IgnoreError();
   }
@@ -950,6 +1067,7 @@ class PostgresStore final : public Store {
   }
 
   Status Overwrite(const TaskRow& r) override {
+    CHRONOQ_RETURN_IF_ERROR(Settle(r.seq));
     Params p;
     AppendTask(p, r);
     CHRONOQ_RETURN_IF_ERROR(writer_.Exec(kOverwrite, p, "overwrite task").status());
@@ -957,6 +1075,7 @@ class PostgresStore final : public Store {
   }
 
   Status Delete(int64_t seq) override {
+    CHRONOQ_RETURN_IF_ERROR(Settle(seq));
     CHRONOQ_ASSIGN_OR_RETURN(Rows gone, writer_.Exec(kDelete, Params().Int(seq), "delete task"));
     if (gone.empty() || gone.IsNull(0, 1)) return {};
     return DropKeyCursors({gone.Int(0, 0)}, {gone.Text(0, 1)});
@@ -976,31 +1095,57 @@ class PostgresStore final : public Store {
                                                const std::string& worker,
                                                const std::string& node) override {
     std::vector<TaskRow> out;
-    if (seqs.empty()) return out;
-    const std::optional<std::pair<int64_t, int64_t>> run = OneRun(seqs);
+    CHRONOQ_RETURN_IF_ERROR(LoadJournal());
+    // A journaled task runs although its row says scheduled.
+    std::vector<int64_t> scheduled;
+    scheduled.reserve(seqs.size());
+    for (int64_t seq : seqs) {
+      if (!journaled_.contains(seq)) scheduled.push_back(seq);
+    }
+    if (scheduled.empty()) return out;
+    const std::optional<std::pair<int64_t, int64_t>> run = OneRun(scheduled);
+    const int64_t id = last_claim_id_ + 1;
     Params p;
     p.Time(lease_until).Int(static_cast<int64_t>(token)).Time(now);
     if (run) {
       p.Int(run->first);
     } else {
-      p.Ints(seqs);
+      p.Ints(scheduled);
     }
-    for (const std::string* text : {&worker, &node}) {
-      if (text->empty()) {
-        p.Null();
-      } else {
-        p.Text(*text);
+    p.OptText(worker.empty() ? std::nullopt : std::optional<std::string>(worker));
+    p.OptText(node.empty() ? std::nullopt : std::optional<std::string>(node));
+    if (run) p.Int(run->second);
+    p.Int(id);
+    Result<Rows> r = writer_.Exec(run ? kJournalClaimRun : kJournalClaim, p, "claim tasks");
+    if (!r.ok()) return JournalLost(r.status());
+    out.reserve(static_cast<size_t>(r->size()));
+    for (int i = 0; i < r->size(); ++i) {
+      // As a settled claim leaves the row (kSettle).
+      TaskRow& row = out.emplace_back(TaskAt(*r, i));
+      row.state = TaskState::kRunning;
+      row.run_at = row.due;
+      row.due = lease_until;
+      row.token = token;
+      ++row.attempt;
+      row.updated = now;
+      row.worker = worker.empty() ? std::nullopt : std::optional<std::string>(worker);
+      journaled_.emplace(row.seq, id);
+    }
+    if (!out.empty()) {
+      last_claim_id_ = id;
+      Claim& claim = claims_[id];
+      claim.running = static_cast<int64_t>(out.size());
+      claim.lo = claim.hi = out.front().seq;
+      for (const TaskRow& row : out) {
+        claim.lo = std::min(claim.lo, row.seq);
+        claim.hi = std::max(claim.hi, row.seq);
       }
     }
-    if (run) p.Int(run->second);
-    CHRONOQ_ASSIGN_OR_RETURN(Rows r,
-                             writer_.Exec(run ? kMarkRunningRun : kMarkRunning, p, "claim tasks"));
-    out.reserve(static_cast<size_t>(r.size()));
-    for (int i = 0; i < r.size(); ++i) out.push_back(TaskAt(r, i));
     return out;
   }
 
   Status Move(const Transition& t) override {
+    CHRONOQ_RETURN_IF_ERROR(Settle(t.seq));
     Params p;
     p.Int(t.seq).Int(static_cast<int64_t>(t.state)).OptTime(t.due).OptBytes(t.last_error);
     p.OptInt(t.attempt ? std::optional<int64_t>(*t.attempt) : std::nullopt).Time(t.now);
@@ -1012,13 +1157,47 @@ class PostgresStore final : public Store {
   Status MarkSucceeded(const std::vector<int64_t>& seqs, Timestamp purge_at,
                        Timestamp now) override {
     if (seqs.empty()) return {};
+    CHRONOQ_RETURN_IF_ERROR(LoadJournal());
+    // Journaled tasks by claim (usually all of one), and the others.
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> by_claim;
+    std::vector<int64_t> settled;
+    for (int64_t seq : seqs) {
+      auto it = journaled_.find(seq);
+      if (it == journaled_.end()) {
+        settled.push_back(seq);
+        continue;
+      }
+      const int64_t id = it->second;
+      journaled_.erase(it);
+      auto group = std::find_if(by_claim.begin(), by_claim.end(),
+                                [id](const auto& g) { return g.first == id; });
+      if (group == by_claim.end()) group = by_claim.insert(by_claim.end(), {id, {}});
+      group->second.push_back(seq);
+    }
+    for (const auto& [id, group] : by_claim) {
+      auto claim = claims_.find(id);
+      claim->second.running -= static_cast<int64_t>(group.size());
+      const bool done = claim->second.running <= 0;
+      Params p;
+      p.Time(purge_at).Time(now).Int(id).Bool(done);
+      const std::optional<std::pair<int64_t, int64_t>> run = OneRun(group);
+      if (run) {
+        p.Int(run->first).Int(run->second);
+      } else {
+        p.Ints(group);
+      }
+      Status s = writer_.Exec(run ? kJournalAckRun : kJournalAck, p, "acknowledge tasks").status();
+      if (!s.ok()) return JournalLost(s);
+      if (done) claims_.erase(claim);
+    }
+    if (settled.empty()) return {};
     Params p;
     p.Time(purge_at).Time(now);
-    const std::optional<std::pair<int64_t, int64_t>> run = OneRun(seqs);
+    const std::optional<std::pair<int64_t, int64_t>> run = OneRun(settled);
     if (run) {
       p.Int(run->first).Int(run->second);
     } else {
-      p.Ints(seqs);
+      p.Ints(settled);
     }
     return writer_.Exec(run ? kMarkSucceededRun : kMarkSucceeded, p, "acknowledge tasks").status();
   }
@@ -1033,13 +1212,16 @@ class PostgresStore final : public Store {
   }
 
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
+    CHRONOQ_RETURN_IF_ERROR(Settle(seq));
     return writer_.Exec(kSetDue, Params().Int(seq).Time(due).Time(now), "extend lease").status();
   }
   Status SetResponse(int64_t seq, const std::optional<std::string>& response) override {
+    CHRONOQ_RETURN_IF_ERROR(Settle(seq));
     return writer_.Exec(kSetResponse, Params().Int(seq).OptBytes(response), "set response")
         .status();
   }
   Status SetPayload(int64_t seq, const std::string& payload) override {
+    CHRONOQ_RETURN_IF_ERROR(Settle(seq));
     return writer_.Exec(kSetPayload, Params().Int(seq).Text(payload), "set payload").status();
   }
   Status SaveNextToken(uint64_t next_token) override {
@@ -1049,6 +1231,10 @@ class PostgresStore final : public Store {
 
   Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t after_seq,
                                               int64_t to_bucket, int limit) override {
+    // Claimed tasks were due, so they lie before the window's horizon; but
+    // a journaled one must never be read as waiting, so refills (rare
+    // under load: the window holds up to a million tasks) settle them.
+    if (!journaled_.empty() || journal_stale_) CHRONOQ_RETURN_IF_ERROR(SettleAll());
     Params p;
     p.Bucket(from_bucket).Int(after_seq).Bucket(to_bucket).Int(limit);
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kLoadScheduled, p, "load window"));
@@ -1102,6 +1288,9 @@ class PostgresStore final : public Store {
   }
 
   Result<std::vector<TaskRow>> LoadRunning() override {
+    // Opening settles every claim, also those of an engine that crashed or
+    // of another node that led before.
+    CHRONOQ_RETURN_IF_ERROR(SettleAll());
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kLoadRunning, "load running"));
     std::vector<TaskRow> out;
     out.reserve(static_cast<size_t>(r.size()));
@@ -1226,46 +1415,69 @@ class PostgresStore final : public Store {
     // parameter no condition names has no type and fails the statement.
     Params p;
     auto next = [&p] { return "$" + std::to_string(p.size()); };
-    std::string sql = CHRONOQ_PG_READ_COLS;
     const bool by_due = !q.by_seq && q.state.has_value() && *q.state != TaskState::kDead;
-    if (q.state.has_value()) {
-      p.Int(static_cast<int64_t>(*q.state));
-      // By seq, "+ 0" keeps the planner on the primary key (as in the claim
-      // statements): from tasks_due it would sort every matching row per page.
-      sql += std::string(q.by_seq ? "(t.state + 0) = " : "t.state = ") + next() + " AND ";
-    }
+    // Journaled tasks (CHRONOQ_PG_JOURNAL_JOIN) run while their rows say
+    // scheduled: a list of scheduled tasks leaves them out, and one of
+    // running tasks adds them, found from the journal and placed by their
+    // claim's lease. `conditions` holds every condition but the state's,
+    // with DUE for the due to page by.
+    std::string conditions;
     if (by_due) {
       p.Bucket(q.after_bucket);
       const std::string bucket = next();
       p.Int(q.after_seq);
-      sql += "(((t.due >> 28)::integer), t.seq) > (" + bucket + ", " + next() + ")";
+      conditions += "(((DUE >> 28)::integer), t.seq) > (" + bucket + ", " + next() + ")";
     } else {
       p.Int(q.after_seq);
-      sql += "t.seq > " + next();
+      conditions += "t.seq > " + next();
     }
     if (q.queue.has_value()) {
       p.Text(*q.queue);
-      sql += " AND q.name = " + next();
+      conditions += " AND q.name = " + next();
     }
     if (q.key.has_value()) {
       p.Text(*q.key);
-      sql += " AND t.key = " + next();
+      conditions += " AND t.key = " + next();
     }
     if (q.min_seq > 0) {
       p.Int(q.min_seq);
-      sql += " AND t.seq >= " + next();
+      conditions += " AND t.seq >= " + next();
     }
     if (q.max_seq < INT64_MAX) {
       p.Int(q.max_seq);
-      sql += " AND t.seq <= " + next();
+      conditions += " AND t.seq <= " + next();
     }
-    if (q.generated_only) sql += " AND t.name IS NULL";
+    if (q.generated_only) conditions += " AND t.name IS NULL";
     if (q.name_prefix.has_value()) {
       p.Text(*q.name_prefix);
-      sql += " AND t.name >= " + next();
+      conditions += " AND t.name >= " + next();
       if (std::optional<std::string> end = PrefixEnd(*q.name_prefix)) {
         p.Text(*end);
-        sql += " AND t.name < " + next();
+        conditions += " AND t.name < " + next();
+      }
+    }
+    auto with_due = [&](const char* due) {
+      std::string c = conditions;
+      for (size_t at; (at = c.find("DUE")) != std::string::npos;) c.replace(at, 3, due);
+      return c;
+    };
+    std::string sql;
+    if (!q.state.has_value()) {
+      sql = CHRONOQ_PG_READ_COLS + conditions;
+    } else {
+      p.Int(static_cast<int64_t>(*q.state));
+      const std::string state = next();
+      // By seq, "+ 0" keeps the planner on the primary key (as in the claim
+      // statements): from tasks_due it would sort every matching row per page.
+      sql = CHRONOQ_PG_READ_COLS + std::string(q.by_seq ? "(t.state + 0) = " : "t.state = ") +
+            state + " AND " + with_due("t.due");
+      if (*q.state == TaskState::kScheduled) sql += " AND j.token IS NULL";
+      if (*q.state == TaskState::kRunning) {
+        sql = "SELECT * FROM (" + sql + " UNION ALL " +
+              CHRONOQ_PG_READ_FROM(
+                  "(SELECT unnest(seqs) AS seq FROM claims) u"
+                  " JOIN tasks t ON t.seq = u.seq") +
+              "j.token IS NOT NULL AND " + with_due("j.lease_until") + ") t";
       }
     }
     sql += by_due ? " ORDER BY ((t.due >> 28)::integer), t.seq" : " ORDER BY t.seq";
@@ -1282,7 +1494,7 @@ class PostgresStore final : public Store {
   Result<std::vector<KeyBacklog>> KeyBacklogs(const std::string& queue, int limit) override {
     const std::string sql =
         "SELECT t.key, count(*) FROM tasks t JOIN queues q ON q.qid = t.qid"
-        " WHERE q.name = $1 AND t.key IS NOT NULL AND t.state = 0"
+        " WHERE q.name = $1 AND t.key IS NOT NULL AND t.state = 0 AND " CHRONOQ_PG_NOT_JOURNALED
         " GROUP BY t.key ORDER BY count(*) DESC, t.key LIMIT $2";
     CHRONOQ_ASSIGN_OR_RETURN(Rows r,
                              ReadAdHoc(sql, Params().Text(queue).Int(limit), "count key backlogs"));
@@ -1308,7 +1520,10 @@ class PostgresStore final : public Store {
     RowCounts counts;
     CHRONOQ_ASSIGN_OR_RETURN(
         Rows by_state,
-        writer_.RunRows("SELECT state, count(*) FROM tasks GROUP BY state", "count tasks"));
+        writer_.RunRows("SELECT " CHRONOQ_PG_JOURNALED(
+                            "1", "t.state") ", count(*) FROM tasks t" CHRONOQ_PG_JOURNAL_JOIN
+                                            " GROUP BY 1",
+                        "count tasks"));
     for (int i = 0; i < by_state.size(); ++i) {
       const int64_t state = by_state.Int(i, 0);
       if (state < 0 || state >= static_cast<int64_t>(counts.tasks.size())) {
@@ -1350,10 +1565,11 @@ class PostgresStore final : public Store {
   }
 
   Result<std::vector<StoredTask>> ExportTasks(int64_t after_seq, int limit) override {
-    CHRONOQ_ASSIGN_OR_RETURN(
-        Rows r, writer_.ExecOnce("SELECT " CHRONOQ_PG_TASK_COLS
-                                 ", t.korder FROM tasks t WHERE t.seq > $1 ORDER BY t.seq LIMIT $2",
-                                 Params().Int(after_seq).Int(limit), "export tasks"));
+    CHRONOQ_ASSIGN_OR_RETURN(Rows r,
+                             writer_.ExecOnce("SELECT " CHRONOQ_PG_TASK_COLS_NOW
+                                              ", t.korder FROM tasks t" CHRONOQ_PG_JOURNAL_JOIN
+                                              " WHERE t.seq > $1 ORDER BY t.seq LIMIT $2",
+                                              Params().Int(after_seq).Int(limit), "export tasks"));
     std::vector<StoredTask> out;
     out.reserve(static_cast<size_t>(r.size()));
     for (int i = 0; i < r.size(); ++i) out.push_back({TaskAt(r, i), r.OptTime(i, kTaskColumns)});
@@ -1450,6 +1666,62 @@ class PostgresStore final : public Store {
   }
 
  private:
+  // --- the claim journal (CHRONOQ_PG_JOURNAL_JOIN) ---
+
+  // Reads the journal into memory when a rollback has left what memory
+  // holds unknown (and at the first use).
+  Status LoadJournal() {
+    if (!journal_stale_) return {};
+    CHRONOQ_RETURN_IF_ERROR(writer_.Exec(kJournalPrune, "prune claims").status());
+    CHRONOQ_ASSIGN_OR_RETURN(Rows last, writer_.Exec(kJournalLastId, "load claims"));
+    CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kJournalLoad, "load claims"));
+    journaled_.clear();
+    claims_.clear();
+    for (int i = 0; i < r.size(); ++i) {
+      journaled_[r.Int(i, 1)] = r.Int(i, 0);
+      Claim& c = claims_[r.Int(i, 0)];
+      ++c.running;
+      c.lo = r.Int(i, 2);
+      c.hi = r.Int(i, 3);
+    }
+    last_claim_id_ = std::max(last_claim_id_, last.Int(0, 0));
+    journal_stale_ = false;
+    return {};
+  }
+  // A statement that wrote to the journal failed: the transaction will be
+  // rolled back, and memory is read again after.
+  Status JournalLost(Status failed) {
+    journal_stale_ = true;
+    return failed;
+  }
+  // Before a write to task `seq`: settles the claims whose seqs may hold
+  // it. Its own if it is journaled, and any other: a task acknowledged from
+  // the journal stays in its claim's record until the claim's last task is,
+  // and must not be taken for journaled should it be scheduled again
+  // (replaced by a create with on_conflict replace).
+  Status Settle(int64_t seq) {
+    CHRONOQ_RETURN_IF_ERROR(LoadJournal());
+    std::vector<int64_t> ids;
+    for (const auto& [id, claim] : claims_) {
+      if (claim.lo <= seq && seq <= claim.hi) ids.push_back(id);
+    }
+    if (ids.empty()) return {};
+    Status s = writer_.Exec(kSettle, Params().Ints(ids), "settle claim").status();
+    if (!s.ok()) return JournalLost(s);
+    for (int64_t id : ids) claims_.erase(id);
+    std::erase_if(journaled_, [this](const auto& e) { return !claims_.contains(e.second); });
+    return {};
+  }
+  // Settles every claim of the journal.
+  Status SettleAll() {
+    Status s = writer_.Exec(kSettleAll, "settle claims").status();
+    if (!s.ok()) return JournalLost(s);
+    journaled_.clear();
+    claims_.clear();
+    journal_stale_ = false;
+    return {};
+  }
+
   static ReadRow ReadRowOf(const Rows& r, int i) {
     return ReadRow{TaskAt(r, i), r.Text(i, kTaskColumns), r.Text(i, kTaskColumns + 1)};
   }
@@ -1664,6 +1936,18 @@ class PostgresStore final : public Store {
   Connection writer_;                   // engine loop thread only
   std::string copy_line_;               // Insert's scratch line
   std::vector<int64_t> keyed_inserts_;  // copied keyed rows whose cursors wait to move back
+  // The claim journal as this transaction sees it: the claim id of each
+  // journaled task, and each claim's count of them and bounds. Read
+  // again (LoadJournal) after a rollback, which leaves it stale.
+  struct Claim {
+    int64_t running = 0;  // its journaled tasks
+    int64_t lo = 0;       // its first and last seq
+    int64_t hi = 0;
+  };
+  std::unordered_map<int64_t, int64_t> journaled_;
+  std::unordered_map<int64_t, Claim> claims_;  // by id
+  int64_t last_claim_id_ = 0;
+  bool journal_stale_ = true;
   bool locked_ = false;                 // writer_ holds the schema's advisory lock
   const std::optional<PostgresLeadership> leadership_;
   int64_t epoch_ = 0;    // the leader epoch this store took (cluster mode)
