@@ -741,6 +741,45 @@ TEST_P(StoreConformanceTest, MarkRunningManyClaimsOnlyScheduledRowsInChunks) {
 // A batch names runs of consecutive rows and scattered ones, repeated ones
 // too: exactly the rows named are claimed and then acknowledged, never a row
 // between or beside them (a store may name a run by its ends).
+// A batch of a few long runs (which a store may name by their ends, as
+// PostgreSQL's *_ranges statements do), with a running row inside a run.
+TEST_P(StoreConformanceTest, BatchesOfAFewLongRunsTouchOnlyTheRowsNamed) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 40; ++seq) {
+    InsertCommitted(seq == 15 ? Row(seq, q, TaskState::kRunning, kNow + seconds(5))
+                              : Scheduled(seq, q, kNow));
+  }
+  std::vector<int64_t> asked;
+  for (int64_t seq = 1; seq <= 40; ++seq) {
+    if (seq != 13 && (seq <= 30 || seq >= 35)) asked.push_back(seq);
+  }
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> claimed =
+      store_->MarkRunningMany(asked, kNow + seconds(30), 5, kNow, "w", "n");
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_THAT(claimed, IsOk());
+  std::set<int64_t> got;
+  for (const TaskRow& r : *claimed) got.insert(r.seq);
+  std::set<int64_t> expected(asked.begin(), asked.end());
+  expected.erase(15);  // already running
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(claimed->size(), expected.size());
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkSucceeded(asked, kNow + hours(1), kNow + seconds(2)), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  for (int64_t seq = 1; seq <= 40; ++seq) {
+    const std::optional<TaskRow> row = Find(seq);
+    ASSERT_TRUE(row.has_value()) << seq;
+    const bool acked = seq == 15 || expected.contains(seq);
+    EXPECT_EQ(row->state, acked ? TaskState::kSucceeded : TaskState::kScheduled) << seq;
+    if (expected.contains(seq)) {
+      EXPECT_EQ(row->attempt, 1) << seq;
+      EXPECT_EQ(row->worker, "w") << seq;
+      EXPECT_EQ(row->run_at, kNow) << seq;
+    }
+  }
+}
+
 TEST_P(StoreConformanceTest, BatchesOfRunsAndScatteredRowsTouchOnlyTheRowsNamed) {
   const int64_t q = Queue("q");
   for (int64_t seq = 1; seq <= 50; ++seq) {

@@ -389,6 +389,20 @@ constexpr Sql kByName{"by_name", "SELECT " CHRONOQ_PG_TASK_COLS_NOW
 // the *_run forms): an index range scan of the primary key instead of one
 // search per element of the array.
 //
+// A batch of two to four runs (the *_ranges forms) names them by their
+// ends, in two arrays of four (empty runs pad them): one range scan per run,
+// OR-ed in a bitmap (a claim of 256 in two runs: ~0.5 ms of the backend's
+// time instead of 1.2 ms with the array of seqs). A join with unnest() of
+// the ends would say it shorter, but its generic plan scans the table.
+// clang-format off
+#define CHRONOQ_PG_RANGE(lo, hi, i) \
+  "t.seq BETWEEN (" lo "::bigint[])[" i "] AND (" hi "::bigint[])[" i "]"
+#define CHRONOQ_PG_RANGES(lo, hi)                                                \
+  "(" CHRONOQ_PG_RANGE(lo, hi, "1") " OR " CHRONOQ_PG_RANGE(lo, hi, "2") " OR "  \
+      CHRONOQ_PG_RANGE(lo, hi, "3") " OR " CHRONOQ_PG_RANGE(lo, hi, "4") ")"
+// clang-format on
+constexpr size_t kMaxRanges = 4;
+//
 // A claim, into the journal: the scheduled rows of the batch, read as they
 // are, and one claims row for them (none when none was scheduled). $1 the
 // lease's end, $2 the token, $3 the claim's time, $4 (and $7) the seqs, $5
@@ -404,6 +418,8 @@ constexpr Sql kJournalClaim{"journal_claim",
                             CHRONOQ_PG_JOURNAL_CLAIM("t.seq = ANY($4::bigint[])", "$7::bigint")};
 constexpr Sql kJournalClaimRun{"journal_claim_run",
                                CHRONOQ_PG_JOURNAL_CLAIM("t.seq BETWEEN $4 AND $7", "$8::bigint")};
+constexpr Sql kJournalClaimRanges{
+    "journal_claim_ranges", CHRONOQ_PG_JOURNAL_CLAIM(CHRONOQ_PG_RANGES("$4", "$7"), "$8::bigint")};
 // Journaled tasks of claim id $3 acknowledged: scheduled -> succeeded with what
 // the claim would have written, in one write of each row; with $4 the claim
 // is done (no task of it runs any more) and its record goes. The claims row
@@ -415,6 +431,8 @@ constexpr Sql kJournalClaimRun{"journal_claim_run",
   " WHERE c.id = $3 AND " seqs " AND " CHRONOQ_PG_STATE_IS("t.state", "0")
 constexpr Sql kJournalAck{"journal_ack", CHRONOQ_PG_JOURNAL_ACK("t.seq = ANY($5::bigint[])")};
 constexpr Sql kJournalAckRun{"journal_ack_run", CHRONOQ_PG_JOURNAL_ACK("t.seq BETWEEN $5 AND $6")};
+constexpr Sql kJournalAckRanges{"journal_ack_ranges",
+                                CHRONOQ_PG_JOURNAL_ACK(CHRONOQ_PG_RANGES("$5", "$6"))};
 // Settling claims: their journaled tasks' rows get what a claim wrote into
 // them before the journal (running, with the claim's lease, token, worker,
 // node and time, the attempt counted), and their records go.
@@ -585,6 +603,7 @@ constexpr const Sql* kWriterStatements[] = {
     &kSchedulesList,    &kLockSave,         &kLockDelete,       &kLocks,            &kInsertKeyed,
     &kMarkSucceededRun, &kJournalClaim,     &kJournalClaimRun,  &kJournalAck,       &kJournalAckRun,
     &kSettle,           &kSettleAll,        &kJournalLoad,      &kJournalPrune,     &kJournalLastId,
+    &kJournalClaimRanges, &kJournalAckRanges,
 };
 // clang-format on
 
@@ -1103,20 +1122,17 @@ class PostgresStore final : public Store {
       if (!journaled_.contains(seq)) scheduled.push_back(seq);
     }
     if (scheduled.empty()) return out;
-    const std::optional<std::pair<int64_t, int64_t>> run = OneRun(scheduled);
+    const SeqsAs as = SeqsAs::Of(scheduled);
     const int64_t id = last_claim_id_ + 1;
     Params p;
     p.Time(lease_until).Int(static_cast<int64_t>(token)).Time(now);
-    if (run) {
-      p.Int(run->first);
-    } else {
-      p.Ints(scheduled);
-    }
+    as.AddFirst(p);
     p.OptText(worker.empty() ? std::nullopt : std::optional<std::string>(worker));
     p.OptText(node.empty() ? std::nullopt : std::optional<std::string>(node));
-    if (run) p.Int(run->second);
+    as.AddSecond(p);
     p.Int(id);
-    Result<Rows> r = writer_.Exec(run ? kJournalClaimRun : kJournalClaim, p, "claim tasks");
+    Result<Rows> r = writer_.Exec(as.Pick(kJournalClaim, kJournalClaimRun, kJournalClaimRanges), p,
+                                  "claim tasks");
     if (!r.ok()) return JournalLost(r.status());
     out.reserve(static_cast<size_t>(r->size()));
     for (int i = 0; i < r->size(); ++i) {
@@ -1180,13 +1196,13 @@ class PostgresStore final : public Store {
       const bool done = claim->second.running <= 0;
       Params p;
       p.Time(purge_at).Time(now).Int(id).Bool(done);
-      const std::optional<std::pair<int64_t, int64_t>> run = OneRun(group);
-      if (run) {
-        p.Int(run->first).Int(run->second);
-      } else {
-        p.Ints(group);
-      }
-      Status s = writer_.Exec(run ? kJournalAckRun : kJournalAck, p, "acknowledge tasks").status();
+      const SeqsAs as = SeqsAs::Of(group);
+      as.AddFirst(p);
+      as.AddSecond(p);
+      Status s =
+          writer_
+              .Exec(as.Pick(kJournalAck, kJournalAckRun, kJournalAckRanges), p, "acknowledge tasks")
+              .status();
       if (!s.ok()) return JournalLost(s);
       if (done) claims_.erase(claim);
     }
@@ -1201,6 +1217,55 @@ class PostgresStore final : public Store {
     }
     return writer_.Exec(run ? kMarkSucceededRun : kMarkSucceeded, p, "acknowledge tasks").status();
   }
+
+  // How a statement names a batch's seqs: the list (`seq = ANY($a)`), one
+  // run by its ends (`seq BETWEEN $a AND $b`), or up to kMaxRanges runs by
+  // their ends' arrays (CHRONOQ_PG_RANGES) when they average 8 seqs or
+  // more. The parameters
+  // $a and $b go where the statement says (AddFirst, AddSecond: nothing
+  // for the list's $b).
+  struct SeqsAs {
+    enum Form { kList, kRun, kRanges } form = kList;
+    const std::vector<int64_t>* seqs = nullptr;
+    std::vector<int64_t> lo, hi;
+
+    static SeqsAs Of(const std::vector<int64_t>& seqs) {
+      SeqsAs as;
+      as.seqs = &seqs;
+      const std::vector<std::pair<int64_t, int64_t>> runs = SeqRuns(seqs);
+      if (seqs.size() >= 2 && runs.size() == 1) {
+        as.form = kRun;
+      } else if (runs.size() > 1 && runs.size() <= kMaxRanges && runs.size() * 8 <= seqs.size()) {
+        as.form = kRanges;
+      }
+      if (as.form == kList) return as;
+      for (const auto& [first, last] : runs) {
+        as.lo.push_back(first);
+        as.hi.push_back(last);
+      }
+      if (as.form == kRanges) {
+        as.lo.resize(kMaxRanges, 1);  // empty runs: 1 to 0
+        as.hi.resize(kMaxRanges, 0);
+      }
+      return as;
+    }
+    void AddFirst(Params& p) const {
+      if (form == kList) {
+        p.Ints(*seqs);
+      } else if (form == kRun) {
+        p.Int(lo.front());
+      } else {
+        p.Ints(lo);
+      }
+    }
+    void AddSecond(Params& p) const {
+      if (form == kRun) p.Int(hi.front());
+      if (form == kRanges) p.Ints(hi);
+    }
+    const Sql& Pick(const Sql& list, const Sql& run, const Sql& ranges) const {
+      return form == kList ? list : form == kRun ? run : ranges;
+    }
+  };
 
   // The ends of `seqs` when they are one run of consecutive values (store.h,
   // SeqRuns), of at least two.
