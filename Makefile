@@ -62,8 +62,10 @@ asan: asan-config
 
 # Every test case has a ctest timeout of its own (cmake/ChronoqHelpers.cmake).
 # Tests labelled stress (too long for every run) are left to `make stress`.
+# CI keeps the tail of the output: on a failure, why each test failed comes last.
 test: asan
-	cd build/asan && ctest -LE '^stress$$' --output-on-failure -j $(JOBS)
+	cd build/asan && ctest -LE '^stress$$' --output-on-failure -j $(JOBS) \
+	  || { python3 ../../scripts/ctest-failures.py . ; exit 1; }
 
 tsan-build: deps
 	cmake -S . -B build/tsan $(CMAKE_COMMON) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
