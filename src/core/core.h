@@ -346,6 +346,9 @@ class Core {
     // so). With ahead_complete they are all of them, else only the first.
     std::vector<Window::Key> ahead;
     bool ahead_complete = false;
+    // How many tasks past the head the key's next read takes; grows while
+    // reads come back full (keys.cc, ReadAhead). 0: the first size.
+    int read_ahead = 0;
     // The head's entry in the window while the key has room: due at the
     // later of its due and its key's turn (when the key's previous task was
     // claimed or finished), which rotates claims among busy keys.
@@ -372,6 +375,8 @@ class Core {
   Status PromoteAhead(Keys::iterator it, Timestamp turn);
   // A task waiting behind the head: kept in `ahead` if it falls among them.
   static void AddAhead(KeyState& k, const Window::Key& at);
+  // How many tasks past the head the key's next read takes.
+  static int ReadAhead(const KeyState& k);
   // A task of key `id` waits to start at `at`: the key's cursor (`k`, when
   // in memory and set) and its queued save move back to just before it if
   // past it.

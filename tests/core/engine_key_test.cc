@@ -3,6 +3,7 @@
 // fairness among keys, backpressure, restarts, and a failed commit.
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -456,6 +457,43 @@ TEST_F(EngineKeySqliteTest, TasksReadAheadStayInLineAsTasksComeAndGo) {
                                       "t16",   "t17", "t18", "t19", "t6",  "t8"}));
   engine_->Sync();
   EXPECT_EQ(HiddenByCursors(), 0);
+}
+
+// A key drained one task at a time reads more tasks ahead each time a read
+// comes back full (16, 32, 64, then 128): through every size, tasks that
+// arrive among, before and after those read, and tasks cancelled, leave the
+// order exactly that of a model (run_at, then enqueue order).
+TEST_F(EngineKeyTest, ReadsThatGrowKeepTheOrderAsTasksComeAndGo) {
+  const Timestamp base = clock_.Now() - 1000s;
+  std::map<std::pair<Timestamp, int>, std::string> model;  // (run_at, enqueue order) -> id
+  int enqueued = 0;
+  auto add = [&](Timestamp at) {
+    const std::string id = "t" + std::to_string(enqueued);
+    AddAt("k", id, at);
+    model.emplace(std::make_pair(at, enqueued++), id);
+  };
+  for (int i = 0; i < 400; ++i) add(base + i * 1s);
+  std::mt19937 rng(20261127);
+  std::uniform_int_distribution<int> ms(0, 420'000);
+  std::uniform_int_distribution<int> what(0, 9);
+  int steps = 0;
+  while (!model.empty()) {
+    std::vector<Lease> got = ClaimAll();
+    ASSERT_EQ(got.size(), 1u) << "step " << steps;
+    ASSERT_EQ(got.front().id, model.begin()->second) << "step " << steps;
+    model.erase(model.begin());
+    AckAll(got);
+    ++steps;
+    const int w = what(rng);
+    if (w < 3) add(base + std::chrono::milliseconds(ms(rng)));  // anywhere in the line
+    if (w == 3 && model.size() > 1) {                           // one waiting task goes
+      auto victim = std::next(model.begin(), static_cast<long>(rng() % model.size()));
+      ASSERT_TRUE(engine_->Cancel(victim->second).ok()) << victim->second;
+      model.erase(victim);
+    }
+  }
+  EXPECT_TRUE(ClaimAll().empty());
+  EXPECT_GT(steps, 400);
 }
 
 // A key read after a restart has no cursor in memory (its reads start from
