@@ -4,6 +4,11 @@
 // indistinguishable from rows written one by one: every column and every
 // byte kept, statements in between see them, key cursors move back as for a
 // single insert, a rollback drops them.
+//
+// And its writes sent without waiting for their answers (Connection::Send:
+// acknowledgements, counts, cursors and tokens, in a libpq pipeline): the
+// statements after them see them, and a failure of one fails the next
+// statement or the commit, so that nothing of the transaction stays.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -174,6 +179,67 @@ TEST_F(PostgresWriteBehindTest, CopiedKeyedRowsMoveTheirKeysCursorBack) {
   ASSERT_EQ(heads->size(), 2u);
   EXPECT_EQ((*heads)[0].seq, 2);
   EXPECT_EQ((*heads)[1].seq, 3);
+}
+
+TEST_F(PostgresWriteBehindTest, WritesSentWithoutWaitingAreSeenAfterThemAndCommit) {
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_TRUE(store_->Insert(Row(1)).ok());
+  ASSERT_TRUE(store_->MarkRunningMany({1}, kNow + seconds(30), 1, kNow, "", "").ok());
+  ASSERT_THAT(store_->SaveQueueCounts(qid_, {1, 2, 3, 4, 5}), IsOk());
+  ASSERT_THAT(store_->MarkSucceeded({1}, kNow + seconds(60), kNow), IsOk());
+  // Read in the same transaction, after them.
+  Result<std::optional<TaskRow>> row = store_->FindBySeq(1);
+  ASSERT_TRUE(row.ok()) << row.status().ToString();
+  ASSERT_TRUE(row->has_value());
+  EXPECT_EQ((*row)->state, TaskState::kSucceeded);
+  ASSERT_THAT(store_->SaveQueueCounts(qid_, {5, 4, 3, 2, 1}), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());  // in one round trip with the counts
+  EXPECT_EQ(Count("state = 2"), "1");
+  EXPECT_EQ(db_.QueryText("SELECT concat_ws(',', n_scheduled, n_running, n_succeeded, n_cancelled, n_dead)"
+                          " FROM chronoq.queues WHERE qid = " +
+                          std::to_string(qid_)),
+            "5,4,3,2,1");
+}
+
+// A write the server refuses (here a trigger's exception): the statement
+// after it, or the commit, fails with its error, the rollback leaves nothing
+// of the transaction, and the writer goes on.
+TEST_F(PostgresWriteBehindTest, AFailedWriteSentWithoutWaitingFailsWhatComesNextAndCommitsNothing) {
+  db_.Exec(
+      "CREATE FUNCTION chronoq.refuse() RETURNS trigger LANGUAGE plpgsql AS"
+      " $$BEGIN RAISE EXCEPTION 'refused by the test'; END$$;"
+      " CREATE TRIGGER refuse BEFORE UPDATE ON chronoq.queues"
+      " FOR EACH ROW EXECUTE FUNCTION chronoq.refuse()");
+  // The next statement fails; so does the commit after it.
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_TRUE(store_->Insert(Row(1)).ok());
+  ASSERT_THAT(store_->SaveQueueCounts(qid_, {1, 0, 0, 0, 0}), IsOk());  // sent, not answered yet
+  Result<std::optional<TaskRow>> row = store_->FindBySeq(1);
+  ASSERT_FALSE(row.ok());
+  EXPECT_NE(row.status().message().find("save queue counts"), std::string::npos)
+      << row.status().ToString();
+  EXPECT_NE(row.status().message().find("refused by the test"), std::string::npos)
+      << row.status().ToString();
+  EXPECT_FALSE(store_->Commit().ok());
+  store_->Rollback();
+  EXPECT_EQ(Count(), "0");
+  // The commit is the next statement.
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_TRUE(store_->Insert(Row(2)).ok());
+  ASSERT_THAT(store_->SaveQueueCounts(qid_, {1, 0, 0, 0, 0}), IsOk());
+  Status committed = store_->Commit();
+  EXPECT_FALSE(committed.ok());
+  EXPECT_NE(committed.message().find("refused by the test"), std::string::npos)
+      << committed.ToString();
+  store_->Rollback();
+  EXPECT_EQ(Count(), "0");
+  // The writer goes on.
+  db_.Exec("DROP TRIGGER refuse ON chronoq.queues");
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_TRUE(store_->Insert(Row(3)).ok());
+  ASSERT_THAT(store_->SaveQueueCounts(qid_, {1, 0, 0, 0, 0}), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  EXPECT_EQ(Count(), "1");
 }
 
 }  // namespace

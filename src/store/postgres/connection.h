@@ -258,6 +258,8 @@ class Connection {
     broken_ = false;
     copy_sql_ = nullptr;
     copy_buf_.clear();
+    pipelined_ = false;
+    sent_.clear();
     // A server that does not answer must not hold the engine up for long:
     // connecting gives up after 5 s, and a statement sent to a server that
     // vanished (a dead host: no reset ever comes) fails once its data has
@@ -294,16 +296,60 @@ class Connection {
     CHRONOQ_RETURN_IF_ERROR(Flush());
     if (lost()) return Lost(what);
     const std::vector<const char*> values = params.Pointers();
+    if (pipelined_) {
+      return EndPipeline(PQsendQueryPrepared(conn_, sql.name, params.size(), values.data(), nullptr,
+                                             nullptr, 0),
+                         what);
+    }
     return Check(PQexecPrepared(conn_, sql.name, params.size(), values.data(), nullptr, nullptr, 0),
                  what);
   }
   Result<Rows> Exec(const Sql& sql, std::string_view what) { return Exec(sql, Params(), what); }
+
+  // Sends a prepared statement whose answer nobody reads (a write whose
+  // effect is all that matters) without waiting for it: it goes out in a
+  // libpq pipeline at once, and the server runs it while the caller goes on.
+  // The next statement that is run (Exec, ExecOnce: a COMMIT too) joins the
+  // pipeline and its answer comes back with theirs, in one round trip. A
+  // failure of a statement sent so is that next statement's failure (it
+  // then does not run), so a transaction never commits past one. In a
+  // transaction only.
+  Status Send(const Sql& sql, const Params& params, std::string_view what) {
+    CHRONOQ_RETURN_IF_ERROR(Flush());
+    if (lost()) return Lost(what);
+    if (!pipelined_) {
+      if (PQenterPipelineMode(conn_) != 1) return PgError(conn_, nullptr, what);
+      pipelined_ = true;
+    }
+    const std::vector<const char*> values = params.Pointers();
+    if (PQsendQueryPrepared(conn_, sql.name, params.size(), values.data(), nullptr, nullptr, 0) !=
+            1 ||
+        PQflush(conn_) != 0) {
+      broken_ = true;  // what the server has of the pipeline is unknown
+      return PgError(conn_, nullptr, what);
+    }
+    sent_.emplace_back(what);
+    return {};
+  }
+
+  // Waits for the answers of the statements Send sent, if any; the first
+  // failure among them. Statements of the simple protocol (RunRows) and
+  // COPYs run after it, outside the pipeline.
+  Status Sync() {
+    if (!pipelined_) return {};
+    return EndPipeline(1, "").status();
+  }
 
   // Runs a statement that is not prepared (one statement, parameters $1...).
   Result<Rows> ExecOnce(const std::string& sql, const Params& params, std::string_view what) {
     CHRONOQ_RETURN_IF_ERROR(Flush());
     if (lost()) return Lost(what);
     const std::vector<const char*> values = params.Pointers();
+    if (pipelined_) {
+      return EndPipeline(PQsendQueryParams(conn_, sql.c_str(), params.size(), nullptr,
+                                           values.data(), nullptr, nullptr, 0),
+                         what);
+    }
     return Check(PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(), nullptr,
                               nullptr, 0),
                  what);
@@ -312,6 +358,7 @@ class Connection {
   // Runs SQL without parameters: any number of statements (simple protocol).
   Result<Rows> RunRows(const std::string& sql, std::string_view what) {
     CHRONOQ_RETURN_IF_ERROR(Flush());
+    CHRONOQ_RETURN_IF_ERROR(Sync());
     if (lost()) return Lost(what);
     return Check(PQexec(conn_, sql.c_str()), what);
   }
@@ -327,6 +374,7 @@ class Connection {
   Status CopyRow(const char* copy_sql, std::string_view line) {
     if (copy_sql_ != copy_sql) {
       CHRONOQ_RETURN_IF_ERROR(Flush());
+      CHRONOQ_RETURN_IF_ERROR(Sync());  // no COPY in a pipeline
       if (lost()) return Lost("start a COPY");
       PgResult r(PQexec(conn_, copy_sql));
       if (r == nullptr || PQresultStatus(r.get()) != PGRES_COPY_IN) {
@@ -369,7 +417,7 @@ class Connection {
   bool lost() const { return broken_ || conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK; }
   // In a transaction block (BEGIN), possibly inside one of our COPYs.
   bool in_transaction() const {
-    return copy_sql_ != nullptr || transaction_status() == PQTRANS_INTRANS;
+    return copy_sql_ != nullptr || pipelined_ || transaction_status() == PQTRANS_INTRANS;
   }
   PGTransactionStatusType transaction_status() const {
     return conn_ == nullptr ? PQTRANS_UNKNOWN : PQtransactionStatus(conn_);
@@ -421,6 +469,53 @@ class Connection {
                             (conn_ != nullptr ? " (" + OneLine(PQerrorMessage(conn_)) + ")" : ""));
   }
 
+  // Ends the pipeline after the statement whose sending returned `sent`
+  // (1: sent; Sync passes 1 with nothing more sent): syncs, reads the
+  // answers of the statements Send sent and then that statement's, and
+  // leaves pipeline mode. The first failure wins; statements after a failed
+  // one are not run (PGRES_PIPELINE_ABORTED).
+  Result<Rows> EndPipeline(int sent, std::string_view what) {
+    const bool last = !what.empty();
+    if (sent != 1 || PQpipelineSync(conn_) != 1) {
+      broken_ = true;
+      pipelined_ = false;
+      sent_.clear();
+      return PgError(conn_, nullptr, last ? what : std::string_view("send"));
+    }
+    Status first;
+    std::optional<Rows> rows;
+    const size_t answers = sent_.size() + (last ? 1 : 0);
+    for (size_t i = 0; i < answers; ++i) {
+      const std::string_view name = i < sent_.size() ? std::string_view(sent_[i]) : what;
+      PgResult r(PQgetResult(conn_));
+      const bool answered = r != nullptr;
+      const ExecStatusType st = answered ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+      if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+        if (i == sent_.size()) rows.emplace(std::move(r));
+      } else if (first.ok()) {
+        if (st != PGRES_PIPELINE_ABORTED && ConnectionFailed(conn_, r.get())) broken_ = true;
+        first = st == PGRES_PIPELINE_ABORTED
+                    ? Status(StatusCode::kAborted, std::string(name) + ": not run")
+                    : PgError(conn_, r.get(), name);
+      }
+      // Each statement's answer ends with a null result.
+      if (answered) {
+        while (PGresult* more = PQgetResult(conn_)) PQclear(more);
+      }
+    }
+    PgResult sync(PQgetResult(conn_));
+    if (sync == nullptr || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC ||
+        PQexitPipelineMode(conn_) != 1) {
+      broken_ = true;  // out of step with the server: start again
+      if (first.ok()) first = PgError(conn_, sync.get(), "end a pipeline");
+    }
+    pipelined_ = false;
+    sent_.clear();
+    if (!first.ok()) return first;
+    if (!last) return Rows(nullptr);
+    return std::move(*rows);
+  }
+
   Result<Rows> Check(PGresult* raw, std::string_view what) {
     PgResult r(raw);
     const ExecStatusType st = r != nullptr ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
@@ -438,6 +533,8 @@ class Connection {
   std::function<bool()> pending_;
   std::function<Status()> before_statement_;
   bool in_flush_ = false;
+  bool pipelined_ = false;         // in pipeline mode, with the statements of sent_ unanswered
+  std::vector<std::string> sent_;  // what each statement Send sent does, for errors
   std::string conninfo_;
   std::string app_name_;
   std::string session_sql_;

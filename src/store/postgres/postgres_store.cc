@@ -962,7 +962,8 @@ class PostgresStore final : public Store {
                                  ": another node took over");
   }
   Status Commit() override {
-    Result<Rows> committed = writer_.RunRows("COMMIT", "commit");
+    // In the pipeline of the writes sent before it (Write), if any.
+    Result<Rows> committed = writer_.ExecOnce("COMMIT", Params(), "commit");
     if (!committed.ok()) {
       journal_stale_ = true;
       return committed.status();
@@ -980,6 +981,7 @@ class PostgresStore final : public Store {
   }
   void Rollback() override {
     writer_.AbortCopy();
+    writer_.Sync().IgnoreError();  // a failure there is why we roll back
     keyed_inserts_.clear();
     journal_stale_ = true;
     const PGTransactionStatusType st = writer_.transaction_status();
@@ -991,6 +993,7 @@ class PostgresStore final : public Store {
   Status ReleaseSavepoint() override { return writer_.Run("RELEASE batch", "release"); }
   void RollbackToSavepoint() override {
     journal_stale_ = true;
+    writer_.Sync().IgnoreError();
     writer_.Run("ROLLBACK TO batch", "rollback to").IgnoreError();
     writer_.Run("RELEASE batch", "release").IgnoreError();
   }
@@ -1060,7 +1063,7 @@ class PostgresStore final : public Store {
     Params p;
     p.Int(qid);
     for (const int64_t n : counts) p.Int(n);
-    return writer_.Exec(kQueueCounts, p, "save queue counts").status();
+    return Write(kQueueCounts, p, "save queue counts");
   }
 
   Result<bool> Insert(const TaskRow& r) override {
@@ -1199,10 +1202,8 @@ class PostgresStore final : public Store {
       const SeqsAs as = SeqsAs::Of(group);
       as.AddFirst(p);
       as.AddSecond(p);
-      Status s =
-          writer_
-              .Exec(as.Pick(kJournalAck, kJournalAckRun, kJournalAckRanges), p, "acknowledge tasks")
-              .status();
+      Status s = Write(as.Pick(kJournalAck, kJournalAckRun, kJournalAckRanges), p,
+                       "acknowledge tasks");
       if (!s.ok()) return JournalLost(s);
       if (done) claims_.erase(claim);
     }
@@ -1215,7 +1216,7 @@ class PostgresStore final : public Store {
     } else {
       p.Ints(settled);
     }
-    return writer_.Exec(run ? kMarkSucceededRun : kMarkSucceeded, p, "acknowledge tasks").status();
+    return Write(run ? kMarkSucceededRun : kMarkSucceeded, p, "acknowledge tasks");
   }
 
   // How a statement names a batch's seqs: the list (`seq = ANY($a)`), one
@@ -1290,8 +1291,7 @@ class PostgresStore final : public Store {
     return writer_.Exec(kSetPayload, Params().Int(seq).Text(payload), "set payload").status();
   }
   Status SaveNextToken(uint64_t next_token) override {
-    return writer_.Exec(kSaveToken, Params().Int(static_cast<int64_t>(next_token)), "save token")
-        .status();
+    return Write(kSaveToken, Params().Int(static_cast<int64_t>(next_token)), "save token");
   }
 
   Result<std::vector<DueEntry>> LoadScheduled(int64_t from_bucket, int64_t after_seq,
@@ -1342,7 +1342,7 @@ class PostgresStore final : public Store {
   Status SaveKeyCursor(int64_t qid, const std::string& key, const KeyPosition& at) override {
     Params p;
     AppendKeySearch(p, qid, key, at);
-    return writer_.Exec(kKeyCursorSave, p, "save key cursor").status();
+    return Write(kKeyCursorSave, p, "save key cursor");
   }
   Result<std::vector<std::pair<int64_t, std::string>>> LoadKeyRetries() override {
     CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kKeyRetries, "load keyed retries"));
@@ -1776,6 +1776,13 @@ class PostgresStore final : public Store {
     for (int64_t id : ids) claims_.erase(id);
     std::erase_if(journaled_, [this](const auto& e) { return !claims_.contains(e.second); });
     return {};
+  }
+  // A write whose answer nothing reads: in a transaction it costs no round
+  // trip of its own (Connection::Send); a failure comes with the next
+  // statement or the commit, and the transaction is rolled back.
+  Status Write(const Sql& sql, const Params& p, std::string_view what) {
+    if (writer_.in_transaction()) return writer_.Send(sql, p, what);
+    return writer_.Exec(sql, p, what).status();
   }
   // Settles every claim of the journal.
   Status SettleAll() {
