@@ -48,9 +48,7 @@ KeyPosition Before(const Window::Key& k) { return KeyPosition::Before(k.due, k.p
 
 }  // namespace
 
-int Core::ReadAhead(const KeyState& k) {
-  return k.read_ahead > 0 ? k.read_ahead : kFirstReadAhead;
-}
+int Core::ReadAhead(const KeyState& k) { return k.read_ahead > 0 ? k.read_ahead : kFirstReadAhead; }
 
 Status Core::LoadKeys() {
   // Running keyed tasks were counted by Recover(); tasks waiting to retry hold

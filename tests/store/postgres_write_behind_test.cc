@@ -195,9 +195,10 @@ TEST_F(PostgresWriteBehindTest, WritesSentWithoutWaitingAreSeenAfterThemAndCommi
   ASSERT_THAT(store_->SaveQueueCounts(qid_, {5, 4, 3, 2, 1}), IsOk());
   ASSERT_THAT(store_->Commit(), IsOk());  // in one round trip with the counts
   EXPECT_EQ(Count("state = 2"), "1");
-  EXPECT_EQ(db_.QueryText("SELECT concat_ws(',', n_scheduled, n_running, n_succeeded, n_cancelled, n_dead)"
-                          " FROM chronoq.queues WHERE qid = " +
-                          std::to_string(qid_)),
+  EXPECT_EQ(db_.QueryText(
+                "SELECT concat_ws(',', n_scheduled, n_running, n_succeeded, n_cancelled, n_dead)"
+                " FROM chronoq.queues WHERE qid = " +
+                std::to_string(qid_)),
             "5,4,3,2,1");
 }
 

@@ -297,9 +297,9 @@ class Connection {
     if (lost()) return Lost(what);
     const std::vector<const char*> values = params.Pointers();
     if (pipelined_) {
-      return EndPipeline(PQsendQueryPrepared(conn_, sql.name, params.size(), values.data(), nullptr,
-                                             nullptr, 0),
-                         what);
+      return EndPipeline(
+          PQsendQueryPrepared(conn_, sql.name, params.size(), values.data(), nullptr, nullptr, 0),
+          what);
     }
     return Check(PQexecPrepared(conn_, sql.name, params.size(), values.data(), nullptr, nullptr, 0),
                  what);

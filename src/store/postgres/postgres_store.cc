@@ -1202,8 +1202,8 @@ class PostgresStore final : public Store {
       const SeqsAs as = SeqsAs::Of(group);
       as.AddFirst(p);
       as.AddSecond(p);
-      Status s = Write(as.Pick(kJournalAck, kJournalAckRun, kJournalAckRanges), p,
-                       "acknowledge tasks");
+      Status s =
+          Write(as.Pick(kJournalAck, kJournalAckRun, kJournalAckRanges), p, "acknowledge tasks");
       if (!s.ok()) return JournalLost(s);
       if (done) claims_.erase(claim);
     }
