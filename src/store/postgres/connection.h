@@ -297,9 +297,8 @@ class Connection {
     if (lost()) return Lost(what);
     const std::vector<const char*> values = params.Pointers();
     if (pipelined_) {
-      return EndPipeline(
-          PQsendQueryPrepared(conn_, sql.name, params.size(), values.data(), nullptr, nullptr, 0),
-          what);
+      return EndPipeline(what, PQsendQueryPrepared(conn_, sql.name, params.size(), values.data(),
+                                                   nullptr, nullptr, 0));
     }
     return Check(PQexecPrepared(conn_, sql.name, params.size(), values.data(), nullptr, nullptr, 0),
                  what);
@@ -337,7 +336,7 @@ class Connection {
   // COPYs run after it, outside the pipeline.
   Status Sync() {
     if (!pipelined_) return {};
-    return EndPipeline(1, "").status();
+    return EndPipeline(std::nullopt).status();
   }
 
   // Runs a statement that is not prepared (one statement, parameters $1...).
@@ -346,9 +345,8 @@ class Connection {
     if (lost()) return Lost(what);
     const std::vector<const char*> values = params.Pointers();
     if (pipelined_) {
-      return EndPipeline(PQsendQueryParams(conn_, sql.c_str(), params.size(), nullptr,
-                                           values.data(), nullptr, nullptr, 0),
-                         what);
+      return EndPipeline(what, PQsendQueryParams(conn_, sql.c_str(), params.size(), nullptr,
+                                                 values.data(), nullptr, nullptr, 0));
     }
     return Check(PQexecParams(conn_, sql.c_str(), params.size(), nullptr, values.data(), nullptr,
                               nullptr, 0),
@@ -415,7 +413,8 @@ class Connection {
   }
 
   bool lost() const { return broken_ || conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK; }
-  // In a transaction block (BEGIN), possibly inside one of our COPYs.
+  // In a transaction block (BEGIN), possibly inside one of our COPYs or
+  // pipelines (Send is only used in one).
   bool in_transaction() const {
     return copy_sql_ != nullptr || pipelined_ || transaction_status() == PQTRANS_INTRANS;
   }
@@ -469,24 +468,23 @@ class Connection {
                             (conn_ != nullptr ? " (" + OneLine(PQerrorMessage(conn_)) + ")" : ""));
   }
 
-  // Ends the pipeline after the statement whose sending returned `sent`
-  // (1: sent; Sync passes 1 with nothing more sent): syncs, reads the
-  // answers of the statements Send sent and then that statement's, and
-  // leaves pipeline mode. The first failure wins; statements after a failed
-  // one are not run (PGRES_PIPELINE_ABORTED).
-  Result<Rows> EndPipeline(int sent, std::string_view what) {
-    const bool last = !what.empty();
+  // Ends the pipeline: syncs, reads the answers of the statements Send
+  // sent and then that of the `last` statement, if one was sent after them
+  // (its sending returned `sent`), and leaves pipeline mode. The first
+  // failure wins; statements after a failed one are not run
+  // (PGRES_PIPELINE_ABORTED). Returns the last statement's rows.
+  Result<Rows> EndPipeline(std::optional<std::string_view> last, int sent = 1) {
     if (sent != 1 || PQpipelineSync(conn_) != 1) {
       broken_ = true;
       pipelined_ = false;
       sent_.clear();
-      return PgError(conn_, nullptr, last ? what : std::string_view("send"));
+      return PgError(conn_, nullptr, last.value_or("end a pipeline"));
     }
     Status first;
     std::optional<Rows> rows;
     const size_t answers = sent_.size() + (last ? 1 : 0);
     for (size_t i = 0; i < answers; ++i) {
-      const std::string_view name = i < sent_.size() ? std::string_view(sent_[i]) : what;
+      const std::string_view name = i < sent_.size() ? std::string_view(sent_[i]) : *last;
       PgResult r(PQgetResult(conn_));
       const bool answered = r != nullptr;
       const ExecStatusType st = answered ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
