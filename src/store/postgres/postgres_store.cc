@@ -2020,7 +2020,7 @@ class PostgresStore final : public Store {
   std::unordered_map<int64_t, Claim> claims_;  // by id
   int64_t last_claim_id_ = 0;
   bool journal_stale_ = true;
-  bool locked_ = false;                 // writer_ holds the schema's advisory lock
+  bool locked_ = false;  // writer_ holds the schema's advisory lock
   const std::optional<PostgresLeadership> leadership_;
   int64_t epoch_ = 0;    // the leader epoch this store took (cluster mode)
   std::string deposed_;  // why it no longer leads, once it found out
