@@ -11,9 +11,6 @@
 #include "server/ui.h"
 
 namespace chronoq::server {
-namespace {
-
-using std::chrono::milliseconds;
 
 ApiResponse JsonResponse(int status, std::string body) {
   ApiResponse r;
@@ -21,6 +18,10 @@ ApiResponse JsonResponse(int status, std::string body) {
   r.body = std::move(body);
   return r;
 }
+
+namespace {
+
+using std::chrono::milliseconds;
 
 std::vector<std::string> AckIds(const std::vector<AckRequest>& acks) {
   std::vector<std::string> ids;
@@ -220,10 +221,11 @@ Api::Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)
          std::function<void(const std::string& queue)> on_webhook_queue, Duration stats_interval)
     : engine_(engine),
       clock_(clock),
+      test_clock_(dynamic_cast<ManualClock*>(&clock)),
       run_blocking_(std::move(run_blocking)),
       on_webhook_queue_(std::move(on_webhook_queue)),
-      history_(stats_interval, static_cast<size_t>(std::max<int64_t>(
-                                   1, std::chrono::hours(1) / stats_interval))),
+      history_(stats_interval,
+               static_cast<size_t>(std::max<int64_t>(1, std::chrono::hours(1) / stats_interval))),
       sampler_(engine, clock, history_) {}
 
 void Api::Handle(ApiRequest request, Respond respond) {
@@ -481,6 +483,17 @@ const std::vector<Api::Endpoint>& Api::Endpoints() {
          "/v1/queues/{queue}/resume",
          Scope::kAdmin,
          [](Api& api, C c) { api.PauseQueue(c.params[0], false, c.body, c.respond); },
+         {}},
+        // tests only: 404 unless chronoqd keeps a test clock (api_test_clock.cc)
+        {"GET",
+         "/v1/test/clock",
+         Scope::kRead,
+         [](Api& api, C c) { api.GetTestClock(c.respond); },
+         {}},
+        {"POST",
+         "/v1/test/clock",
+         Scope::kAdmin,
+         [](Api& api, C c) { api.MoveTestClock(c.body, c.respond); },
          {}},
     };
     for (Endpoint& endpoint : e) endpoint.segments = SplitPath(endpoint.pattern);

@@ -13,6 +13,7 @@
 
 #include "chronoq/engine.h"
 
+#include "common/manual_clock.h"
 #include "server/stats_history.h"
 #include "server/tokens.h"
 
@@ -106,6 +107,8 @@ class Api final : public RequestHandler {
   // `on_webhook_queue` is told the queue of every task with a target that
   // was enqueued (chronoqd's deliverer then serves that queue).
   // `stats_interval` paces GET /v1/stats/history's samples (an hour of them is kept).
+  // When `clock` is a ManualClock (chronoqd --test-clock), GET and POST
+  // /v1/test/clock read and move it; otherwise they answer 404.
   Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)> run_blocking,
       std::function<void(const std::string& queue)> on_webhook_queue = {},
       Duration stats_interval = kDefaultStatsInterval);
@@ -178,12 +181,16 @@ class Api final : public RequestHandler {
   void ExtendLock(const std::string& key, const std::string& body, const Respond& respond);
   void GetLock(const std::string& key, const Respond& respond);
   void ListLocks(std::string_view query, const Respond& respond);
+  // api_test_clock.cc
+  void GetTestClock(const Respond& respond);
+  void MoveTestClock(const std::string& body, const Respond& respond);
   // Answers with the schedule (or the error); tells on_webhook_queue_ about a
   // schedule with a target, whose occurrences chronoqd must deliver.
   void RespondSchedule(const Result<Schedule>& schedule, int status, const Respond& respond);
 
   Engine& engine_;
   Clock& clock_;
+  ManualClock* test_clock_;  // clock_, when it is one: /v1/test/clock is served
   std::function<void(std::function<void()>)> run_blocking_;
   std::function<void(const std::string& queue)> on_webhook_queue_;
   ApiCounters counters_;
@@ -200,6 +207,8 @@ class Api final : public RequestHandler {
 int HttpStatusOf(const Status& status);
 std::string_view WireCodeOf(const Status& status);
 ApiResponse ErrorResponse(const Status& status);
+// `status` with the JSON `body`, already rendered.
+ApiResponse JsonResponse(int status, std::string body);
 // 405 method_not_allowed for `method` on `path`, with Allow: `allow`.
 ApiResponse MethodNotAllowed(std::string_view method, std::string_view path, std::string allow);
 

@@ -163,6 +163,12 @@ const std::vector<Setting>& Table() {
                "none",
        .min = 0,
        .max = kMaxAttemptHistory},
+      {.key = "test-clock",
+       .flag = "--test-clock",
+       .env = "CHRONOQ_TEST_CLOCK",
+       .field = &C::test_clock,
+       .help = "for tests only: time stands still from start-up and moves only when "
+               "POST /v1/test/clock says (leases, due times, waits); never in production"},
       {.key = "tls.cert",
        .flag = "--tls-cert",
        .env = "CHRONOQ_TLS_CERT",

@@ -292,6 +292,11 @@ Result<Startup> Prepare(const server::DaemonConfig& config) {
   options.tls_cert_file = config.tls_cert;
   options.tls_key_file = config.tls_key;
   CHRONOQ_RETURN_IF_ERROR(server::CheckTls(options));
+  if (config.test_clock && config.cluster) {
+    return Status::InvalidArgument("test-clock",
+                                   "cannot be used with --cluster: the nodes' heartbeats and "
+                                   "leases keep real time");
+  }
   if (!config.cluster) {
     s.engine_store = config.store.empty()
                          ? "sqlite:" + config.data + "/chronoq.db?durability=" + config.durability
@@ -447,7 +452,18 @@ int main(int argc, char** argv) {
 
   if (config.cluster) return RunClusterNode(config, *startup, signals);
 
+  // --test-clock: time stands still from start-up (to the millisecond) and
+  // moves only when POST /v1/test/clock says (server/api_test_clock.cc).
+  std::optional<ManualClock> test_clock;
+  if (config.test_clock) {
+    test_clock.emplace(
+        std::chrono::time_point_cast<std::chrono::milliseconds>(SystemClock().Now()));
+    spdlog::warn("--test-clock: time moves only when POST /v1/test/clock says; for tests only");
+  }
+  Clock& clock = test_clock ? static_cast<Clock&>(*test_clock) : SystemClock();
+
   EngineOptions engine_options;
+  engine_options.clock = &clock;
   engine_options.store = startup->engine_store;
   engine_options.attempt_history = config.attempt_history;
   engine_options.node = config.node_id;  // attempts name no node without --node-id
@@ -455,6 +471,7 @@ int main(int argc, char** argv) {
   if (!engine.ok()) return Fail(engine.status());
 
   // Queues that ever held a task with a target are delivered by chronoqd.
+  startup->webhooks.clock = &clock;
   server::WebhookDeliverer webhooks(**engine, startup->webhooks);
   auto queues = (*engine)->ListQueues();
   if (!queues.ok()) return Fail(queues.status());
@@ -464,7 +481,7 @@ int main(int argc, char** argv) {
 
   boost::asio::thread_pool blocking(2);
   server::Api api(
-      **engine, SystemClock(),
+      **engine, clock,
       [&blocking](std::function<void()> fn) { boost::asio::post(blocking, std::move(fn)); },
       [&webhooks](const std::string& queue) { webhooks.Serve(queue); },
       std::chrono::milliseconds(config.stats_interval_ms));

@@ -167,6 +167,11 @@ TEST_F(ConfigE2eTest, CheckConfigChecksWhatStartUpChecksAndStartsNothing) {
               "1000", "--lease-ms", "1500", "--check-config"});
   EXPECT_EQ(done.code, 2);
   EXPECT_THAT(done.err, HasSubstr("lease-ms: must be at least twice the heartbeat"));
+
+  done = Run({"--cluster", "--store", "postgresql://chronoq@db.invalid/jobs", "--test-clock",
+              "--check-config"});
+  EXPECT_EQ(done.code, 2);
+  EXPECT_THAT(done.err, HasSubstr("test-clock: cannot be used with --cluster"));
   EXPECT_FALSE(std::filesystem::exists(data));
 }
 

@@ -69,6 +69,11 @@ OWN_TEST = {"getOpenApi": "test_openapi_yaml_is_served"}
 # single node answers 404 "no endpoint at /v1/cluster": the operation is covered by its absence.
 CLUSTER_ONLY = {"getCluster"}
 
+# /v1/test/clock is served only by a chronoqd with --test-clock: the generic route checks send
+# these operations to such a server (the `clocked` fixture), and test_test_clock checks that a
+# chronoqd on real time answers 404 for them.
+TEST_CLOCK_ONLY = {"getTestClock", "moveTestClock"}
+
 
 # --- the spec ------------------------------------------------------------------------------------
 
@@ -512,6 +517,20 @@ def server(workdir):
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def clocked(workdir, server):
+    """A chronoqd on a test clock (--test-clock), with the first server's token."""
+    s = Chronoqd(
+        ["--data", str(workdir / "clocked"), "--token-file", str(workdir / "token"),
+         "--test-clock"],
+        workdir,
+        "clocked",
+        server.token,
+    )
+    yield s
+    s.stop()
+
+
 def enqueue(server, queue, **spec) -> dict:
     return call(server, "createTask", body={"queue": queue, **spec}, expect=201).json()
 
@@ -617,7 +636,7 @@ def test_spec_layout_is_one_path_per_line():
 PROBE = "openapi-probe"
 
 
-def test_every_spec_operation_is_served(server):
+def test_every_spec_operation_is_served(server, clocked):
     """Each operation, with a probe value in every path parameter: never a 404 "no endpoint" or a
     405. A request body is an object with a member the spec does not allow, which the server must
     refuse (400) before doing anything: naming that member, or a required one it checks first."""
@@ -627,7 +646,7 @@ def test_every_spec_operation_is_served(server):
         params = {p["name"]: PROBE for p in op.parameters if p["in"] == "path"}
         takes_body = "requestBody" in op.spec
         body = {"openapi_probe": 1} if takes_body else NO_BODY
-        resp = call(server, op.op_id, params=params, body=body, valid=False if takes_body else True)
+        resp = call(clocked if op.op_id in TEST_CLOCK_ONLY else server, op.op_id, params=params, body=body, valid=False if takes_body else True)
         assert resp.status != 405, f"{op.method} {op.path} is not served: {resp.describe()}"
         if resp.status == 404:
             assert not resp.json()["error"]["message"].startswith("no endpoint at"), (
@@ -1396,6 +1415,31 @@ def test_openapi_yaml_is_served(server):
     assert resp.body == SPEC_FILE.read_bytes(), (
         "chronoqd serves a different docs/openapi.yaml than this checkout's: rebuild chronoqd"
     )
+
+
+# --- the test clock ------------------------------------------------------------------------------
+
+
+def test_test_clock(server, clocked):
+    """Time moves only forward and only when told; a lease lapses when it passes; a chronoqd on
+    real time has no test clock."""
+    start = call(clocked, "getTestClock", expect=200).json()
+    enqueue(clocked, "clocked", id="tc:1", backoff={"base_ms": 1000, "cap_ms": 1000})
+    [lease] = claim(clocked, "clocked", lease_ms=10000)
+    waits = call(clocked, "getTestClock", expect=200).json()["waits"]
+    assert lease["lease_until"] in waits, (lease, waits)
+    moved = call(clocked, "moveTestClock", body={"advance_ms": 10000}, expect=200).json()
+    assert moved["now"] == lease["lease_until"] > start["now"]
+    assert call(clocked, "getTask", params={"id": "tc:1"}, expect=200).json()["state"] != "running"
+    call(clocked, "moveTestClock", body={"now": moved["now"]}, expect=200)  # standing still is fine
+    call(clocked, "moveTestClock", body={"now": start["now"]}, expect=400, field="now")
+    call(clocked, "moveTestClock", body={"advance_ms": -1}, expect=400, field="advance_ms",
+         valid=False)
+    call(clocked, "moveTestClock", body={}, expect=400, field="advance_ms")
+    assert call(clocked, "getTestClock", expect=200).json()["now"] == moved["now"]
+    for op_id, body in (("getTestClock", NO_BODY), ("moveTestClock", {"advance_ms": 1})):
+        resp = call(server, op_id, body=body, expect=404, code="not_found")
+        assert "--test-clock" in resp.json()["error"]["message"], resp.describe()
 
 
 # --- cluster mode --------------------------------------------------------------------------------
