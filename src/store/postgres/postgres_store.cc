@@ -1210,13 +1210,11 @@ class PostgresStore final : public Store {
     if (settled.empty()) return {};
     Params p;
     p.Time(purge_at).Time(now);
-    const std::optional<std::pair<int64_t, int64_t>> run = OneRun(settled);
-    if (run) {
-      p.Int(run->first).Int(run->second);
-    } else {
-      p.Ints(settled);
-    }
-    return Write(run ? kMarkSucceededRun : kMarkSucceeded, p, "acknowledge tasks");
+    const SeqsAs as = SeqsAs::Of(settled, SeqsAs::kRun);
+    as.AddFirst(p);
+    as.AddSecond(p);
+    return Write(as.Pick(kMarkSucceeded, kMarkSucceededRun, kMarkSucceeded), p,
+                 "acknowledge tasks");
   }
 
   // How a statement names a batch's seqs: the list (`seq = ANY($a)`), one
@@ -1230,13 +1228,15 @@ class PostgresStore final : public Store {
     const std::vector<int64_t>* seqs = nullptr;
     std::vector<int64_t> lo, hi;
 
-    static SeqsAs Of(const std::vector<int64_t>& seqs) {
+    // `richest`: the last form the statement has (kRun: no ranges form).
+    static SeqsAs Of(const std::vector<int64_t>& seqs, Form richest = kRanges) {
       SeqsAs as;
       as.seqs = &seqs;
       const std::vector<std::pair<int64_t, int64_t>> runs = SeqRuns(seqs);
       if (seqs.size() >= 2 && runs.size() == 1) {
         as.form = kRun;
-      } else if (runs.size() > 1 && runs.size() <= kMaxRanges && runs.size() * 8 <= seqs.size()) {
+      } else if (richest == kRanges && runs.size() > 1 && runs.size() <= kMaxRanges &&
+                 runs.size() * 8 <= seqs.size()) {
         as.form = kRanges;
       }
       if (as.form == kList) return as;
@@ -1267,15 +1267,6 @@ class PostgresStore final : public Store {
       return form == kList ? list : form == kRun ? run : ranges;
     }
   };
-
-  // The ends of `seqs` when they are one run of consecutive values (store.h,
-  // SeqRuns), of at least two.
-  static std::optional<std::pair<int64_t, int64_t>> OneRun(const std::vector<int64_t>& seqs) {
-    if (seqs.size() < 2) return std::nullopt;
-    const std::vector<std::pair<int64_t, int64_t>> runs = SeqRuns(seqs);
-    if (runs.size() != 1) return std::nullopt;
-    return runs.front();
-  }
 
   Status SetDue(int64_t seq, Timestamp due, Timestamp now) override {
     CHRONOQ_RETURN_IF_ERROR(Settle(seq));
