@@ -308,6 +308,39 @@ TEST_F(PostgresStoreTest, AClaimWritesOneJournalRecordAndEachRowIsWrittenOnce) {
   EXPECT_EQ(db_.QueryText("SELECT state FROM chronoq.tasks WHERE seq = 6"), "1");
 }
 
+// A task acknowledged through the journal stays in its claim's record while
+// the claim's other tasks run. Scheduled again under the same seq (retried
+// by hand, replaced), it must not be taken for one of the claim's own when
+// the claim is settled later (here by opening the store): a write to any
+// task within a claim's bounds settles that claim first.
+TEST_F(PostgresStoreTest, AFinishedTaskScheduledAgainIsNotTakenByItsOldClaim) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 3; ++seq) InsertCommitted(Scheduled(seq, q, kNow));
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->MarkRunningMany({1, 2, 3}, kNow + seconds(30), 7, kNow, "w", ""),
+              IsOkAndHolds(testing::SizeIs(3)));
+  ASSERT_THAT(store_->MarkSucceeded({1}, kNow + seconds(60), kNow), IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_THAT(store_->Begin(), IsOk());
+  ASSERT_THAT(store_->Move({.seq = 1,
+                            .state = TaskState::kScheduled,
+                            .due = kNow + seconds(5),
+                            .attempt = 0,
+                            .now = kNow + seconds(1)}),
+              IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> running = store_->LoadRunning();
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_THAT(running, IsOk());
+  std::vector<int64_t> seqs;
+  for (const TaskRow& r : *running) seqs.push_back(r.seq);
+  EXPECT_EQ(seqs, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Find(1)->state, TaskState::kScheduled);
+  EXPECT_FALSE(Find(1)->token.has_value());
+}
+
 // A claim rolled back, whole or to a savepoint, leaves no journal record,
 // and the store's memory of the journal follows.
 TEST_F(PostgresStoreTest, RolledBackClaimsLeaveNoJournal) {

@@ -1755,6 +1755,11 @@ class PostgresStore final : public Store {
   // the journal stays in its claim's record until the claim's last task is,
   // and must not be taken for journaled should it be scheduled again
   // (replaced by a create with on_conflict replace).
+  // Settles every claim whose bounds hold `seq`, not only the one that
+  // journals it now: a task acknowledged through the journal stays in its
+  // claim's seqs, and once replaced or retried by hand (state 0 again, same
+  // seq) a later settle of that claim would take it for one of its own. A
+  // scan of claims_ (the claims in flight: a few per worker) is cheap.
   Status Settle(int64_t seq) {
     CHRONOQ_RETURN_IF_ERROR(LoadJournal());
     std::vector<int64_t> ids;
