@@ -49,8 +49,10 @@ public final class ChronoqClient implements AutoCloseable {
     private static final Pattern INDEX = Pattern.compile("^tasks\\[(\\d+)\\]");
 
     private final Transport transport;
+    private final Timers timers;
 
     private ChronoqClient(Builder b) {
+        this.timers = b.timers;
         List<String> urls = b.urls.isEmpty() ? List.of("http://127.0.0.1:7070") : b.urls;
         SSLContext ssl = b.caFile != null ? trusting(b.caFile) : b.sslContext;
         this.transport = new Transport(urls, b.token, b.timeout, b.connectTimeout, null, ssl);
@@ -72,6 +74,7 @@ public final class ChronoqClient implements AutoCloseable {
         private Duration connectTimeout = Duration.ofSeconds(5);
         private Path caFile;
         private SSLContext sslContext;
+        private Timers timers = Timers.SYSTEM;
 
         /**
          * @param urls node URLs (each may also be a comma-separated list)
@@ -116,6 +119,11 @@ public final class ChronoqClient implements AutoCloseable {
          */
         public Builder sslContext(SSLContext sslContext) { this.sslContext = sslContext; return this; }
         /**
+         * The clock of the lease extensions of this client's locks and workers (package-private: tests
+         * give a fake one; default {@link Timers#SYSTEM}).
+         */
+        Builder timers(Timers timers) { this.timers = timers; return this; }
+        /**
          * @return the client
          */
         public ChronoqClient build() {
@@ -154,6 +162,9 @@ public final class ChronoqClient implements AutoCloseable {
      * @return the node the next call goes to first
      */
     public String currentUrl() { return transport.currentUrl(); }
+
+    /** The clock of the lease extensions of this client's locks and workers. */
+    Timers timers() { return timers; }
 
     /** Nothing to release (the JDK HTTP client closes idle connections itself); for try-with-resources. */
     @Override

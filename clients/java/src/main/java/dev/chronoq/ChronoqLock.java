@@ -29,7 +29,8 @@ public final class ChronoqLock implements AutoCloseable {
     private final Duration lease;
     private final Object mu = new Object();
     private final CountDownLatch lostLatch = new CountDownLatch(1);
-    private final Thread extender;
+    /** The extension timer; null until the constructor has started it. */
+    private volatile Timers.Periodic extender;
     private volatile LockGrant grant;
     private volatile boolean lost;
     private volatile boolean closed;
@@ -40,9 +41,8 @@ public final class ChronoqLock implements AutoCloseable {
         this.key = key;
         this.lease = lease;
         this.grant = client.acquireLock(key, wait, lease, owner);
-        this.extender = new Thread(this::extendLoop, "chronoq-lock-" + key);
-        this.extender.setDaemon(true);
-        this.extender.start();
+        this.extender = client.timers().every("chronoq-lock-" + key, Duration.ofMillis(Math.max(1, lease.toMillis() / 3)),
+                this::extendOnce);
     }
 
     /**
@@ -99,32 +99,21 @@ public final class ChronoqLock implements AutoCloseable {
         lostLatch.countDown();
     }
 
-    private void extendLoop() {
-        long interval = Math.max(1, lease.toMillis() / 3);
-        while (true) {
-            synchronized (mu) {
-                long deadline = System.currentTimeMillis() + interval;
-                while (!closed) {
-                    long left = deadline - System.currentTimeMillis();
-                    if (left <= 0) break;
-                    try {
-                        mu.wait(left);
-                    } catch (InterruptedException e) {
-                        return;
-                    }
-                }
-                if (closed) return;
-            }
-            try {
-                LockGrant g = client.extendLock(key, grant.token(), lease);
-                grant = g;
-                extensions++;
-            } catch (StaleTokenException e) {
-                markLost(e);
-                return;
-            } catch (ChronoqException e) {
-                LOG.log(Level.WARNING, "could not extend the lock on " + key + " (will retry): " + e);
-            }
+    /** A turn of the extension timer (every third of the lease). */
+    private void extendOnce() {
+        synchronized (mu) {
+            if (closed || lost) return;
+        }
+        try {
+            LockGrant g = client.extendLock(key, grant.token(), lease);
+            grant = g;
+            extensions++;
+        } catch (StaleTokenException e) {
+            markLost(e);
+            Timers.Periodic x = extender;
+            if (x != null) x.cancel(); // from its own run: stops the timer without waiting
+        } catch (ChronoqException e) {
+            LOG.log(Level.WARNING, "could not extend the lock on " + key + " (will retry): " + e);
         }
     }
 
@@ -138,13 +127,8 @@ public final class ChronoqLock implements AutoCloseable {
         synchronized (mu) {
             if (closed) return;
             closed = true;
-            mu.notifyAll();
         }
-        try {
-            extender.join();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        extender.cancel(); // waits for an extension in flight
         if (!lost) {
             try {
                 client.releaseLock(key, grant.token());

@@ -12,7 +12,6 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -200,7 +199,7 @@ public final class ChronoqWorker implements AutoCloseable {
     private volatile boolean stopping;
     private volatile boolean flusherStop;
     private Thread flusher;
-    private ScheduledExecutorService extender;
+    private Timers.Periodic extender;
 
     private ChronoqWorker(Builder b) {
         this.client = b.client;
@@ -349,9 +348,8 @@ public final class ChronoqWorker implements AutoCloseable {
     public synchronized void start() {
         if (started) throw new IllegalStateException("already started");
         started = true;
-        long period = Math.max(1, lease.toMillis() / 3);
-        extender = Executors.newSingleThreadScheduledExecutor(r -> daemon(r, "chronoq-extender"));
-        extender.scheduleWithFixedDelay(this::extendAll, period, period, TimeUnit.MILLISECONDS);
+        extender = client.timers().every("chronoq-extender", Duration.ofMillis(Math.max(1, lease.toMillis() / 3)),
+                this::extendAll);
         flusher = daemon(this::flushLoop, "chronoq-acks");
         flusher.start();
         for (Registration reg : regs) {
@@ -691,7 +689,7 @@ public final class ChronoqWorker implements AutoCloseable {
                 break;
             }
         }
-        extender.shutdownNow();
+        extender.cancel();
         stopped.countDown();
     }
 }

@@ -1,15 +1,24 @@
 package dev.chronoq;
 
+import com.fasterxml.jackson.databind.JsonNode;
+
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -103,6 +112,67 @@ final class Chronoqd implements AutoCloseable {
                     + "; stdout: " + seen + " stderr: " + err);
         }
         return new Chronoqd(p, data, port, tls.get());
+    }
+
+    /**
+     * Starts {@code chronoqd --test-clock}: its time stands still from start-up and moves only by
+     * {@link #advanceClock} (docs/API.md, "The test clock").
+     */
+    static Chronoqd startTestClock() throws Exception {
+        return start(null, "--test-clock");
+    }
+
+    private static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
+
+    private JsonNode clockCall(String body) throws Exception {
+        HttpRequest.Builder rb = HttpRequest.newBuilder(URI.create(url + "/v1/test/clock")).timeout(DEADLINE);
+        rb = body == null ? rb.GET() : rb.header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body));
+        HttpResponse<String> r = HTTP.send(rb.build(), HttpResponse.BodyHandlers.ofString());
+        if (r.statusCode() != 200) {
+            throw new AssertionError((body == null ? "GET" : "POST " + body) + " /v1/test/clock answered " + r.statusCode()
+                    + ": " + r.body() + " (is " + binary() + " a chronoqd with --test-clock?)");
+        }
+        return Transport.MAPPER.readTree(r.body());
+    }
+
+    /** GET /v1/test/clock: the server's time. */
+    Instant clockNow() throws Exception {
+        return Instant.parse(clockCall(null).get("now").asText());
+    }
+
+    /** GET /v1/test/clock: the deadlines the server's threads wait for. */
+    List<Instant> clockWaits() throws Exception {
+        List<Instant> out = new ArrayList<>();
+        for (JsonNode w : clockCall(null).path("waits")) out.add(Instant.parse(w.asText()));
+        return out;
+    }
+
+    /**
+     * POST /v1/test/clock {"advance_ms":ms}: moves the server's time; it answers once the engine has acted on it
+     * (due tasks handed out, lapsed leases and locks freed, waits that ran out answered).
+     *
+     * @return the server's new time
+     */
+    Instant advanceClock(long ms) throws Exception {
+        return Instant.parse(clockCall("{\"advance_ms\":" + ms + "}").get("now").asText());
+    }
+
+    /**
+     * Waits until one of the server's threads waits for {@code now + wait} (a claim's or a lock's wait_ms,
+     * begun by a call made after the server's time last moved), so that moving time then ends that wait.
+     */
+    void awaitServerWait(String what, Duration wait) throws Exception {
+        Instant deadline = clockNow().plus(wait);
+        long end = System.nanoTime() + DEADLINE.toNanos();
+        while (true) {
+            List<Instant> waits = clockWaits();
+            if (waits.contains(deadline)) return;
+            if (System.nanoTime() > end) {
+                throw new AssertionError("timed out after " + DEADLINE + " waiting for " + what + " to wait on chronoqd until "
+                        + deadline + "; it waits for " + waits);
+            }
+            Thread.sleep(5);
+        }
     }
 
     ChronoqClient client() {

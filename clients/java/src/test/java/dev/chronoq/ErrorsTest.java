@@ -9,23 +9,24 @@ import static org.junit.jupiter.api.Assertions.*;
 
 /** Typed errors: C7, C12. */
 class ErrorsTest extends ServerTest {
-    // C7
+    // C7: on the test clock, the 200 ms lease lapses when the test moves time by 200 ms
     @Test
     void c7_staleToken() throws Exception {
+        ChronoqClient client = tcClient;
         client.enqueue(TaskSpec.builder("c7").id("c7").build());
         Task first = client.claim("c7", 1, Duration.ofMillis(200), Duration.ZERO).get(0);
-        // wait for the lease to lapse and claim again: the first token is stale
-        java.util.concurrent.atomic.AtomicReference<List<Task>> again = new java.util.concurrent.atomic.AtomicReference<>();
-        Chronoqd.await("the task to be claimable again", () -> {
-            again.set(client.claim("c7", 1, Duration.ofSeconds(60), Duration.ZERO));
-            return !again.get().isEmpty();
-        });
-        Task second = again.get().get(0);
+        time.advance(Duration.ofMillis(199));
+        assertEquals("running", client.get("c7").state(), "the lease lapsed early");
+        assertTrue(client.claim("c7", 1, Duration.ofSeconds(60), Duration.ZERO).isEmpty());
+        time.advance(Duration.ofMillis(1)); // the lease lapses: claimable again, the first token is stale
+        List<Task> again = client.claim("c7", 1, Duration.ofSeconds(60), Duration.ZERO);
+        assertEquals(1, again.size(), "the task was not claimable once its lease lapsed");
+        Task second = again.get(0);
         assertTrue(second.token() > first.token());
         StaleTokenException e = assertThrows(StaleTokenException.class, () -> client.ack("c7", first.token()));
         assertEquals("stale_token", e.code());
         assertEquals(409, e.status());
-        assertEquals(server.url, e.node());
+        assertEquals(tcServer.url, e.node());
         assertThrows(StaleTokenException.class, () -> client.fail("c7", first.token(), "x", null));
         assertThrows(StaleTokenException.class, () -> client.extend("c7", first.token(), Duration.ofSeconds(5)));
         Task g = client.get("c7");

@@ -3,10 +3,12 @@ package dev.chronoq;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -15,7 +17,12 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.*;
 
-/** The worker: C14 (every test but the C15 ones), C15 (its name). */
+/**
+ * The worker: C14 (every test but the C15 ones), C15 (its name). The lease extension and the long poll that
+ * must outlast a handler run on the test clock ({@link ServerTest#tcServer}, {@link ServerTest#time}); the
+ * other tests use chronoqd on the machine's clock, where a long poll ends as soon as a task comes, and wait
+ * (with a deadline) only for events: a task's state, a handler that started.
+ */
 class WorkerTest extends ServerTest {
     private static ChronoqWorker.Builder worker() {
         return ChronoqWorker.builder(client).wait(Duration.ofMillis(500));
@@ -70,7 +77,7 @@ class WorkerTest extends ServerTest {
                 int k = t.payload().get("k").asInt();
                 if (inside.computeIfAbsent(k, x -> new AtomicInteger()).incrementAndGet() > 1) overlap.set(true);
                 seen.computeIfAbsent(k, x -> Collections.synchronizedList(new ArrayList<>())).add(t.payload().get("i").asInt());
-                Thread.sleep(5);
+                Thread.sleep(5); // work that takes a while, so that two tasks of a key run at once if the worker let them
                 inside.get(k).decrementAndGet();
                 done.incrementAndGet();
             });
@@ -123,42 +130,111 @@ class WorkerTest extends ServerTest {
         }
     }
 
-    // C14: a stop finishes running tasks and reports them
+    /**
+     * Closes {@code w}, a worker of {@link ServerTest#tcClient} whose claims long-poll for {@code wait}: close()
+     * waits for the claim in flight, which on the test clock ends only when the test moves time past its wait.
+     */
+    private static void closeOnTestClock(ChronoqWorker w, Duration wait) throws Exception {
+        CompletableFuture<Void> closing = CompletableFuture.runAsync(w::close);
+        Chronoqd.await("the worker to close", () -> {
+            try {
+                // move time only while the claimer is parked in a long poll begun at the current time
+                if (!closing.isDone() && tcServer.clockWaits().contains(tcServer.clockNow().plus(wait))) time.advance(wait);
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+            return closing.isDone();
+        });
+        closing.get();
+    }
+
+    /** Whether a thread named {@code name} is alive. */
+    private static boolean threadAlive(String name) {
+        return Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().equals(name) && t.isAlive());
+    }
+
+    /** Whether {@code t} is in ChronoqWorker.close(), waiting for the handler pool to end. */
+    private static boolean waitingForHandlers(Thread t) {
+        StackTraceElement[] st = t.getStackTrace();
+        for (int i = 0; i + 1 < st.length; i++) {
+            if (st[i].getMethodName().equals("awaitTermination") && st[i + 1].getClassName().equals(ChronoqWorker.class.getName())
+                    && st[i + 1].getMethodName().equals("close")) return true;
+        }
+        return false;
+    }
+
+    // C14: a stop finishes running tasks and reports them; the claimer is gone once close() returns
     @Test
     void c14_closeFinishesRunningTasks() throws Exception {
         client.enqueue(TaskSpec.builder("c14-stop").id("slow-1").build());
         CountDownLatch started = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
         AtomicBoolean finished = new AtomicBoolean();
         ChronoqWorker w = worker().concurrency(2).build();
         w.handle("c14-stop", t -> {
             started.countDown();
-            Thread.sleep(1000);
+            assertTrue(release.await(Chronoqd.DEADLINE.toSeconds(), TimeUnit.SECONDS), "the test did not release the handler");
             finished.set(true);
         });
         w.start();
         assertTrue(started.await(Chronoqd.DEADLINE.toSeconds(), TimeUnit.SECONDS), "the handler did not start");
-        w.close();
+        Thread closer = new Thread(w::close, "c14-closer");
+        try {
+            closer.start();
+            Chronoqd.await("close() to wait for the running handler", () -> waitingForHandlers(closer) || !closer.isAlive());
+            assertTrue(closer.isAlive(), "close() returned while the handler was running");
+            assertFalse(threadAlive("chronoq-claim-c14-stop"), "close() waits for the handlers only once the claimer has stopped");
+            release.countDown();
+            closer.join(Chronoqd.DEADLINE.toMillis());
+            assertFalse(closer.isAlive(), "close() did not return within " + Chronoqd.DEADLINE + " of the handler's end");
+        } finally {
+            release.countDown();
+        }
         assertTrue(finished.get(), "close() returned before the handler finished");
         assertEquals("succeeded", client.get("slow-1").state());
-        // no more claims after close
+        // no more claims after close: its claimer and handler threads are gone
         client.enqueue(TaskSpec.builder("c14-stop").id("after-1").build());
-        Thread.sleep(300);
+        assertFalse(threadAlive("chronoq-claim-c14-stop"), "the claimer outlived close()");
+        assertFalse(threadAlive("chronoq-c14-stop-1") || threadAlive("chronoq-c14-stop-2"), "a handler thread outlived close()");
         assertEquals("scheduled", client.get("after-1").state());
     }
 
-    // C14: a lease is extended while a handler runs
+    // C14: a lease (600 ms) is extended every third of it while a handler runs. On the test clock: the handler
+    // runs until the test releases it, and each 200 ms the test moves time runs one extension, answered
+    // before the lease would lapse.
     @Test
     void c14_leaseExtendedWhileRunning() throws Exception {
+        ChronoqClient client = tcClient;
         client.enqueue(TaskSpec.builder("c14-lease").id("long-1").build());
-        try (ChronoqWorker w = worker().concurrency(1).lease(Duration.ofMillis(600)).build()) {
-            w.handle("c14-lease", t -> Thread.sleep(2500));
+        CountDownLatch started = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        try (ChronoqWorker w = ChronoqWorker.builder(client).concurrency(1).prefetch(0).wait(Duration.ZERO)
+                .lease(Duration.ofMillis(600)).build()) {
+            w.handle("c14-lease", t -> {
+                started.countDown();
+                assertTrue(release.await(Chronoqd.DEADLINE.toSeconds(), TimeUnit.SECONDS), "the test did not release the handler");
+            });
             w.start();
+            assertTrue(started.await(Chronoqd.DEADLINE.toSeconds(), TimeUnit.SECONDS), "the handler did not start");
+            try {
+                Instant start = tcServer.clockNow();
+                assertEquals(start.plusMillis(600), client.get("long-1").leaseUntil());
+                for (int i = 1; i <= 6; i++) { // 1,200 ms: two leases' worth
+                    time.advance(Duration.ofMillis(200));
+                    assertEquals(i, w.stats().extensions(), "extensions after " + 200 * i + " ms");
+                    Task t = client.get("long-1");
+                    assertEquals("running", t.state(), "the lease lapsed after " + 200 * i + " ms");
+                    assertEquals(start.plusMillis(200L * i + 600), t.leaseUntil(), "the lease after " + 200 * i + " ms");
+                }
+            } finally {
+                release.countDown(); // a failed check must not leave close() waiting for the handler
+            }
             Chronoqd.await("long-1 to succeed", () -> client.get("long-1").state().equals("succeeded"));
-            assertTrue(w.stats().extensions() >= 2, "extensions: " + w.stats().extensions());
             assertEquals(0, w.stats().leasesLost());
             assertEquals(0, w.stats().refused());
         }
         assertEquals(1, client.get("long-1").attempt());
+        assertTrue(time.pending().isEmpty(), "close() left a timer: " + time.pending());
     }
 
     // C14: outcomes ride on the next claim, or go to POST /v1/acks after the linger while a claim waits
@@ -166,18 +242,34 @@ class WorkerTest extends ServerTest {
     void c14_outcomesRideOnClaimsOrGoAfterALinger() throws Exception {
         for (int i = 0; i < 3; i++) client.enqueue(TaskSpec.builder("c14-ride").id("ride-" + i).build());
         try (ChronoqWorker w = worker().concurrency(1).prefetch(0).build()) {
-            w.handle("c14-ride", t -> Thread.sleep(20));
+            w.handle("c14-ride", t -> { });
             w.start();
             Chronoqd.await("the ride tasks to succeed", () -> client.getQueue("c14-ride").count("succeeded") == 3);
             assertTrue(w.stats().claimsWithAcks() >= 1, "no claim carried acks");
         }
-        client.enqueue(TaskSpec.builder("c14-linger").id("linger-1").build());
-        try (ChronoqWorker w = worker().concurrency(2).wait(Duration.ofSeconds(3)).build()) {
-            w.handle("c14-linger", t -> Thread.sleep(300)); // the claimer parks meanwhile
+        // On the test clock the claimer's 3 s long poll lasts until the test moves time: the outcome cannot ride on it.
+        tcClient.enqueue(TaskSpec.builder("c14-linger").id("linger-1").build());
+        CountDownLatch started = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        Duration wait = Duration.ofSeconds(3);
+        ChronoqWorker w = ChronoqWorker.builder(tcClient).concurrency(2).prefetch(0).wait(wait).build();
+        try {
+            w.handle("c14-linger", t -> {
+                started.countDown();
+                assertTrue(release.await(Chronoqd.DEADLINE.toSeconds(), TimeUnit.SECONDS), "the test did not release the handler");
+            });
             w.start();
-            // the claimer is parked in a 3 s long poll: the ack cannot ride on it
-            Chronoqd.await("linger-1 to succeed", () -> client.get("linger-1").state().equals("succeeded"));
-            assertTrue(w.stats().ackRequests() >= 1, "no POST /v1/acks");
+            assertTrue(started.await(Chronoqd.DEADLINE.toSeconds(), TimeUnit.SECONDS), "the handler did not start");
+            tcServer.awaitServerWait("the worker's next claim (a free slot) to park in its 3 s long poll", wait);
+            Instant parkedUntil = tcServer.clockNow().plus(wait);
+            release.countDown();
+            Chronoqd.await("linger-1 to succeed", () -> tcClient.get("linger-1").state().equals("succeeded"));
+            assertEquals(1, w.stats().ackRequests(), "the outcome did not go by POST /v1/acks");
+            assertEquals(0, w.stats().claimsWithAcks());
+            assertTrue(tcServer.clockWaits().contains(parkedUntil), "the long poll ended: " + tcServer.clockWaits());
+        } finally {
+            release.countDown();
+            closeOnTestClock(w, wait);
         }
     }
 
