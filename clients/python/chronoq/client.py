@@ -22,6 +22,7 @@ from typing import (
     Union,
 )
 
+from ._clock import REAL, Clock
 from .errors import ChronoqError, InternalError
 from ._transport import Answer, Request, Transport, parse_urls
 from .lock import Lock
@@ -140,6 +141,7 @@ class Client:
         timeout: float = 30.0,
         ssl_context: Optional[ssl.SSLContext] = None,
         ca_file: Optional[str] = None,
+        _clock: Optional[Clock] = None,
     ) -> None:
         if url is None:
             url = os.environ.get("CHRONOQ_URL") or DEFAULT_URL
@@ -153,6 +155,9 @@ class Client:
         self.urls: List[str] = parse_urls(url)
         self.timeout = timeout
         self._transport = Transport(self.urls, token, timeout, ssl_context)
+        # The clock of the lease extensions of this client's workers and locks
+        # (chronoq/_clock.py; a test's fake one, else real time). Not public.
+        self._clock: Clock = _clock if _clock is not None else REAL
 
     # --- plumbing ---------------------------------------------------------------
 

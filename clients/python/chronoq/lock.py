@@ -55,9 +55,13 @@ class Lock:
         self.lost = False
         self.extensions = 0
         self._lost_event = threading.Event()
-        self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._mu = threading.Lock()
+        # Notified when the lock is released: the extending thread waits on
+        # it, on the client's clock, until its next extension is due.
+        self._stop_cv = threading.Condition(self._mu)
+        self._stopped = False
+        self._clock = client._clock
         self._held = False
 
     @property
@@ -85,9 +89,10 @@ class Lock:
         self.lost = False
         self.extensions = 0
         self._lost_event.clear()
-        self._stop.clear()
+        self._stopped = False
+        first = self._clock.monotonic() + self._interval()
         self._thread = threading.Thread(
-            target=self._extend_loop, name=f"chronoq-lock-{self.key}", daemon=True
+            target=self._extend_loop, args=(first,), name=f"chronoq-lock-{self.key}", daemon=True
         )
         self._thread.start()
         return self.grant
@@ -98,11 +103,19 @@ class Lock:
         self.lost = True
         self._lost_event.set()
 
-    def _extend_loop(self) -> None:
-        interval = max(self.lease_ms / 3000.0, 0.001)
-        while not self._stop.wait(interval):
+    def _interval(self) -> float:
+        """Seconds between extensions: a third of the lease."""
+        return max(self.lease_ms / 3000.0, 0.001)
+
+    def _extend_loop(self, next_at: float) -> None:
+        """Extends the lease when ``next_at`` comes (on the client's clock),
+        then a third of the lease after each answer, until released."""
+        clock = self._clock
+        while True:
             with self._mu:
-                if self._stop.is_set() or self.grant is None:
+                while not self._stopped and clock.monotonic() < next_at:
+                    clock.wait_until(self._stop_cv, next_at)
+                if self._stopped or self.grant is None:
                     return
                 token = self.grant.token
             try:
@@ -112,11 +125,13 @@ class Lock:
                 return
             except ChronoqError as e:
                 log.warning("could not extend the lock on %s (will retry): %s", self.key, e)
+                next_at = clock.monotonic() + self._interval()
                 continue
             with self._mu:
                 if self.grant is not None:
                     self.grant = grant
                     self.extensions += 1
+            next_at = clock.monotonic() + self._interval()
 
     def check(self) -> None:
         """Raises :class:`~chronoq.LockLost` if the lease was lost."""
@@ -135,7 +150,8 @@ class Lock:
         """Stops extending and releases the lock (a lost lock is not
         released: it is no longer ours)."""
         with self._mu:
-            self._stop.set()
+            self._stopped = True
+            self._stop_cv.notify_all()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         self._thread = None

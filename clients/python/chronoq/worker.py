@@ -201,6 +201,9 @@ class Worker:
         self._outcomes_cv = threading.Condition(self._lock)
         self._extend_cv = threading.Condition(self._lock)
         self._extend_at = float("inf")
+        # Lease extensions are scheduled on the client's clock (real time
+        # unless a test gave the client its own; chronoq/_clock.py).
+        self._clock = client._clock
         self._stats_lock = threading.Lock()
         self._pending: List[AckItem] = []
         self._tracked: Dict[Tuple[str, int], _Tracked] = {}
@@ -494,7 +497,7 @@ class Worker:
                 continue
             self._count("claimed", len(answer.tasks))
             with self._lock:
-                next_at = time.monotonic() + reg.lease_ms / 3000.0
+                next_at = self._clock.monotonic() + reg.lease_ms / 3000.0
                 for lease in answer.tasks:
                     self._tracked[(lease.id, lease.token)] = _Tracked(lease, reg.lease_ms, next_at)
                 if next_at < self._extend_at:
@@ -658,17 +661,23 @@ class Worker:
     # --- extending leases ---------------------------------------------------------
 
     def _extend_loop(self) -> None:
+        clock = self._clock
         while True:
             with self._lock:
                 if self._flusher_stop:
                     return
-                now = time.monotonic()
+                now = clock.monotonic()
                 due = [t for t in self._tracked.values() if t.next_at <= now]
                 if not due:
-                    soonest = min((t.next_at for t in self._tracked.values()), default=now + 1.0)
-                    self._extend_at = soonest
-                    self._extend_cv.wait(max(soonest - now, 0.001))
-                    self._extend_at = float("inf")
+                    # Until the soonest extension is due, or a claim brings
+                    # one due sooner (it notifies), or the worker stops.
+                    soonest = min((t.next_at for t in self._tracked.values()), default=None)
+                    if soonest is None:
+                        self._extend_cv.wait()  # nothing leased: until a claim
+                    else:
+                        self._extend_at = soonest
+                        clock.wait_until(self._extend_cv, soonest)
+                        self._extend_at = float("inf")
                     continue
             for t in due:
                 key = (t.lease.id, t.lease.token)
@@ -677,8 +686,8 @@ class Worker:
                         continue
                 try:
                     self.client.extend(t.lease.id, t.lease.token, t.lease_ms)
+                    t.next_at = clock.monotonic() + t.lease_ms / 3000.0
                     self._count("extensions")
-                    t.next_at = time.monotonic() + t.lease_ms / 3000.0
                 except StaleToken as e:
                     self._count("leases_lost")
                     log.warning("task %s: lease lost, it may run elsewhere too: %s",
@@ -688,7 +697,7 @@ class Worker:
                 except ChronoqError as e:
                     log.warning("task %s: could not extend its lease (will retry): %s",
                                 t.lease.id, e)
-                    t.next_at = time.monotonic() + min(t.lease_ms / 3000.0, 1.0)
+                    t.next_at = clock.monotonic() + min(t.lease_ms / 3000.0, 1.0)
 
 
 def load_worker(spec: str) -> Any:

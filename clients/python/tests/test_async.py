@@ -1,14 +1,20 @@
-"""AsyncClient and AsyncWorker (the synchronous logic, offloaded)."""
+"""AsyncClient and AsyncWorker (the synchronous logic, offloaded).
+
+The worker's stop and the lock's extension run on fake time
+(conftest.FakeTime), as in test_worker.py and test_lock.py."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from datetime import timedelta
 from typing import List
 
 import pytest
 
 from chronoq import AsyncClient, AsyncWorker, Lease, LockWaitTimeout, NotFound, TaskSpec
-from conftest import Server
+from chronoq.aio import AsyncLock
+from conftest import FakeTime, InThread, Server, wait_for
 
 
 def test_async_client_calls(server: Server, q: str) -> None:
@@ -46,9 +52,11 @@ def test_async_client_calls(server: Server, q: str) -> None:
     asyncio.run(main())
 
 
-def test_async_worker(server: Server, q: str) -> None:
+def test_async_worker(fake_time: FakeTime, q: str) -> None:
+    stopped = threading.Event()
+
     async def main() -> List[int]:
-        c = AsyncClient(server.url, timeout=10)
+        c = AsyncClient(fake_time.server.url, timeout=10, _clock=fake_time.clock)
         seen: List[int] = []
         worker = AsyncWorker(c, concurrency=4, wait=500)
 
@@ -58,10 +66,35 @@ def test_async_worker(server: Server, q: str) -> None:
             seen.append(task.payload)
             if len(seen) == 5:
                 worker.stop()
+                stopped.set()
 
         await c.enqueue_many([TaskSpec(q, i) for i in range(5)])
         await asyncio.wait_for(worker.run(install_signal_handlers=False), 30)
         assert worker.stats.succeeded == 5
         return seen
 
-    assert sorted(asyncio.run(main())) == [0, 1, 2, 3, 4]
+    # The stop waits for the claim in flight: move time past its wait.
+    running = InThread(lambda: asyncio.run(main()), "AsyncWorker.run")
+    assert stopped.wait(10), "the handlers did not run the five tasks"
+    fake_time.run_out_until(lambda: not running.running, 500, "AsyncWorker.run to return")
+    assert sorted(running.result()) == [0, 1, 2, 3, 4]
+
+
+def test_async_lock_is_extended_on_the_clients_clock(fake_time: FakeTime, q: str) -> None:
+    async def main() -> None:
+        async with AsyncClient(fake_time.server.url, timeout=10, _clock=fake_time.clock) as c:
+            async with c.lock(q, lease=30000) as lk:
+                first = lk.lock.expires_at
+                assert first is not None
+                await asyncio.get_running_loop().run_in_executor(None, extend_once, lk)
+                assert lk.lock.extensions == 1 and not lk.lost
+                info = await c.get_lock(q)
+                assert info.expires_at == first + timedelta(seconds=10)
+            assert not (await c.get_lock(q)).held
+
+    def extend_once(lk: AsyncLock) -> None:
+        fake_time.wait_client_timer(10000, "the lock's extension")
+        fake_time.advance(10000)
+        wait_for(lambda: lk.lock.extensions == 1, "the lock's extension to be answered")
+
+    asyncio.run(main())

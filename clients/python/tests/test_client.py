@@ -20,7 +20,7 @@ from chronoq import (
     Task,
     TaskSpec,
 )
-from conftest import wait_for
+from conftest import FakeTime, InThread, wait_for
 
 
 def test_enqueue_every_field_and_get(client: Client, q: str) -> None:
@@ -181,13 +181,29 @@ def test_fail_with_retry_in(client: Client, q: str) -> None:
         client.extend(lease.id, lease.token, 1000)
 
 
-def test_claim_long_poll(client: Client, q: str) -> None:
-    # Due in 300 ms: the claim (sent at once) has to wait for it in chronoqd.
-    client.enqueue(q, "wake up", delay=300)
-    got = client.claim(q, wait=timedelta(seconds=20))
+def test_claim_long_poll(fake_time: FakeTime, q: str) -> None:
+    client = fake_time.client()
+    claim = InThread(lambda: client.claim(q, wait=timedelta(seconds=20)), "the long poll")
+    fake_time.wait_server_wait(20000, "the claim")
+    # Due in 300 ms (of the test clock), while the claim waits in chronoqd.
+    t = client.enqueue(q, "wake up", delay=300)
+    assert t.run_at == fake_time.server_now() + timedelta(milliseconds=300)
+    fake_time.advance(299)
+    assert client.get(t.id).state == "scheduled", "the task was handed out before it was due"
+    assert claim.running
+    fake_time.advance(1)
+    got = claim.result()
     assert [x.payload for x in got] == ["wake up"]
-    empty = client.claim(q, wait=1)
+    assert client.get(t.id).state == "running"
+    # Nothing comes: the claim answers empty once its wait has run out.
+    claim = InThread(lambda: client.claim(q, wait=50), "the empty long poll")
+    fake_time.wait_server_wait(50, "the claim")
+    fake_time.advance(49)
+    assert fake_time.server_waiting(1), "the claim stopped waiting before its wait ran out"
+    fake_time.advance(1)
+    empty = claim.result()
     assert len(empty) == 0 and not empty
+    client.ack(got.tasks[0].id, got.tasks[0].token)
 
 
 def test_claim_carries_acks(client: Client, q: str) -> None:

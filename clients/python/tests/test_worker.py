@@ -1,4 +1,10 @@
-"""The Worker against a real chronoqd."""
+"""The Worker against a real chronoqd.
+
+Tests of leases, extensions and stopping run on fake time (conftest.FakeTime:
+chronoqd --test-clock and the client's fake clock, moved together). The
+others only process tasks: their long-poll claims return as soon as a task
+comes, so they run on the chronoqd that keeps real time and wait for events
+(a task acknowledged, a counter reached), never for time to pass."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import subprocess
 import sys
 import threading
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Set, Tuple
 
@@ -17,16 +23,24 @@ import pytest
 
 import chronoq.worker as worker_mod
 from chronoq import Client, Lease, RetryLater, Worker
-from conftest import PACKAGE_ROOT, Server, wait_for
+from conftest import PACKAGE_ROOT, FakeTime, InThread, Server, wait_for
 
 
 @pytest.fixture()
-def started() -> Iterator[List[Worker]]:
-    """Workers started in the test; stopped at the end whatever happens."""
+def client(fake_time: FakeTime) -> Client:
+    """A client of the test-clock chronoqd on the fake clock: every worker
+    here runs on fake time."""
+    return fake_time.client()
+
+
+@pytest.fixture()
+def started(fake_time: FakeTime) -> Iterator[List[Worker]]:
+    """Workers started in the test; stopped at the end whatever happens
+    (moving time past the wait of their claims in flight)."""
     workers: List[Worker] = []
     yield workers
     for w in workers:
-        w.shutdown(flush_timeout=5)
+        stop_on_fake_time(w, fake_time)
 
 
 def start(worker: Worker, started: List[Worker]) -> Worker:
@@ -39,7 +53,9 @@ def state_of(client: Client, id: str) -> str:
     return client.get(id).state
 
 
-def test_handler_success(client: Client, q: str, started: List[Worker]) -> None:
+def test_handler_success(
+    client: Client, fake_time: FakeTime, q: str, started: List[Worker]
+) -> None:
     seen: List[Any] = []
     w = Worker(client, wait=1000)
 
@@ -51,7 +67,10 @@ def test_handler_success(client: Client, q: str, started: List[Worker]) -> None:
     t = client.enqueue(q, {"n": 1})
     wait_for(lambda: state_of(client, t.id) == "succeeded", "the task to succeed")
     assert seen == [{"n": 1}]
-    wait_for(lambda: w.stats.succeeded == 1, "the worker to count the ack's result")
+    # The ack rode on a claim, which answers (and the worker counts the ack's
+    # result) once its wait has run out.
+    fake_time.run_out_until(lambda: w.stats.succeeded == 1, 1000,
+                            "the worker to count the ack's result")
     assert w.stats.claimed == 1 and w.stats.refused == 0
 
 
@@ -111,7 +130,9 @@ def test_exception_fails_with_the_traceback(client: Client, q: str, started: Lis
     assert len(lines) <= 12
 
 
-def test_retry_later_chooses_the_delay(client: Client, q: str, started: List[Worker]) -> None:
+def test_retry_later_chooses_the_delay(
+    client: Client, fake_time: FakeTime, q: str, started: List[Worker]
+) -> None:
     w = Worker(client, wait=1000)
 
     @w.handler(q)
@@ -119,46 +140,64 @@ def test_retry_later_chooses_the_delay(client: Client, q: str, started: List[Wor
         raise RetryLater("rate limited", delay=timedelta(hours=1))
 
     start(w, started)
-    before = datetime.now(timezone.utc)
     t = client.enqueue(q, 1)
     wait_for(lambda: client.get(t.id).last_error == "rate limited", "the task's failure")
     again = client.get(t.id)
-    assert again.state == "scheduled" and again.run_at is not None
-    assert again.run_at - before > timedelta(minutes=59)
+    assert again.state == "scheduled"
+    assert again.run_at == fake_time.server_now() + timedelta(hours=1)
 
 
-def test_lease_is_kept_past_its_first_lease(client: Client, q: str, started: List[Worker]) -> None:
+def stop_on_fake_time(w: Worker, fake_time: FakeTime) -> None:
+    """Stops a worker of the test-clock chronoqd: its stop waits for the
+    claim in flight, whose long poll ends only when time moves past it."""
+    w.stop()
+    stopping = InThread(lambda: w.shutdown(flush_timeout=5), "the worker's shutdown")
+    fake_time.run_out_until(lambda: not stopping.running, w.wait_ms,
+                            "the worker to stop (its claim's wait run out)")
+    stopping.result()
+
+
+def test_lease_is_kept_past_its_first_lease(fake_time: FakeTime, q: str) -> None:
+    client = fake_time.client()
     release = threading.Event()
     running = threading.Event()
-    w = Worker(client, lease=1000, wait=1000)
+    w = Worker(client, lease=30000, wait=1000)
 
     @w.handler(q)
     def handle(task: Lease) -> None:
         running.set()
         assert release.wait(30), "the test never released the handler"
 
-    start(w, started)
     t = client.enqueue(q, "long")
-    assert running.wait(10), "the handler did not start"
-    first_until = client.get(t.id).lease_until
-    assert first_until is not None
-    first = first_until
-
-    def extended_twice() -> bool:
-        now = client.get(t.id).lease_until
-        return now is not None and now - first >= timedelta(milliseconds=600)
-
-    # Over 600 ms beyond the first lease_until: past the first lease's end.
-    wait_for(extended_twice, "the lease to be extended past its first end", timeout=15)
-    assert client.get(t.id).state == "running"
-    release.set()
-    wait_for(lambda: state_of(client, t.id) == "succeeded", "the long task to succeed")
+    w.start()
+    try:
+        assert running.wait(10), "the handler did not start"
+        first = client.get(t.id).lease_until
+        assert first == fake_time.server_now() + timedelta(seconds=30)
+        # Every third of the lease (10 s on the fake clocks) the lease is
+        # extended to a full lease from then: four times, past the first end.
+        for n in range(1, 5):
+            fake_time.wait_client_timer(10000, f"the lease's extension {n}")
+            fake_time.advance(10000)
+            wait_for(lambda: w.stats.extensions == n, f"the lease's extension {n} to be answered")
+            task = client.get(t.id)
+            assert task.state == "running" and task.attempt == 1
+            assert task.lease_until == fake_time.server_now() + timedelta(seconds=30)
+        assert task.lease_until is not None and task.lease_until - first == timedelta(seconds=40)
+        release.set()
+        wait_for(lambda: state_of(client, t.id) == "succeeded", "the long task to succeed")
+    finally:
+        release.set()
+        stop_on_fake_time(w, fake_time)
     done = client.get(t.id)
     assert done.attempt == 1, "the task was redelivered: its lease lapsed"
-    assert w.stats.extensions >= 2 and w.stats.leases_lost == 0
+    assert w.stats.extensions == 4 and w.stats.leases_lost == 0
+    assert w.stats.succeeded == 1 and w.stats.refused == 0
 
 
-def test_per_key_order_under_8_threads(client: Client, q: str, started: List[Worker]) -> None:
+def test_per_key_order_under_8_threads(
+    client: Client, fake_time: FakeTime, q: str, started: List[Worker]
+) -> None:
     keys, per_key = 6, 25
     mu = threading.Lock()
     running: Set[str] = set()
@@ -191,12 +230,13 @@ def test_per_key_order_under_8_threads(client: Client, q: str, started: List[Wor
     assert overlaps == []
     for k in range(keys):
         assert order[f"k{k}"] == list(range(per_key)), f"key k{k} ran out of order"
-    wait_for(lambda: w.stats.succeeded == keys * per_key, "every ack to be reported")
+    fake_time.run_out_until(lambda: w.stats.succeeded == keys * per_key, 1000,
+                            "every ack to be reported")
 
 
 @pytest.mark.parametrize("prefetch", [0, 3])
 def test_prefetch_claims_beyond_the_free_threads(
-    client: Client, q: str, started: List[Worker], prefetch: int
+    client: Client, fake_time: FakeTime, q: str, started: List[Worker], prefetch: int
 ) -> None:
     release = threading.Event()
     ran: List[int] = []
@@ -216,7 +256,8 @@ def test_prefetch_claims_beyond_the_free_threads(
     assert len(list(client.list(queue=q, state="running"))) == 1 + prefetch
     assert len(list(client.list(queue=q, state="scheduled"))) == 5 - prefetch
     release.set()
-    wait_for(lambda: w.stats.succeeded == 6, "every task to run and be acknowledged")
+    fake_time.run_out_until(lambda: w.stats.succeeded == 6, 1000,
+                            "every task to run and be acknowledged")
     assert sorted(ran) == list(range(6))
 
 
@@ -264,7 +305,9 @@ def test_batch_handler_list_results(client: Client, q: str, started: List[Worker
     assert client.get(bad.id).last_error == "bad input"
 
 
-def test_batch_failures_ride_in_one_request(client: Client, q: str, started: List[Worker]) -> None:
+def test_batch_failures_ride_in_one_request(
+    client: Client, fake_time: FakeTime, q: str, started: List[Worker]
+) -> None:
     """A batch's successes and failures are reported in one request."""
     w = Worker(client, wait=1000)
 
@@ -276,14 +319,18 @@ def test_batch_failures_ride_in_one_request(client: Client, q: str, started: Lis
 
     ids = [t.id for t in client.enqueue_many(TaskSpec(q, i, max_attempts=1) for i in range(10))]
     start(w, started)
-    wait_for(lambda: w.stats.succeeded + w.stats.failed + w.stats.refused >= 10,
-             "the outcomes to be reported")
+    fake_time.run_out_until(lambda: w.stats.succeeded + w.stats.failed + w.stats.refused >= 10,
+                            1000, "the outcomes to be reported")
     assert w.stats.failed == 5 and w.stats.succeeded == 5
     assert w.stats.ack_requests == 1, "the batch's outcomes took more than one request"
     assert sorted(client.get(i).state for i in ids) == ["dead"] * 5 + ["succeeded"] * 5
 
 
-def test_sigterm_mid_task_finishes_and_acks(server: Server, q: str, tmp_path: Path) -> None:
+def test_sigterm_mid_task_finishes_and_acks(tc_server: Server, q: str, tmp_path: Path) -> None:
+    # On the test clock, so the task's lease cannot lapse however long the
+    # test takes; with no prefetch no claim is in flight once the task runs,
+    # so the stop waits for no claim's wait.
+    server = tc_server
     client = Client(server.url)
     t = client.enqueue(q, "slow")
     env = dict(os.environ, CHRONOQ_URL=server.url, APP_DIR=str(tmp_path), APP_QUEUE=q)
@@ -333,8 +380,9 @@ def test_a_claim_refused_for_good_stops_the_worker(client: Client) -> None:
         w.run(install_signal_handlers=False)
 
 
-def test_stop_from_another_thread(client: Client, q: str) -> None:
-    w = Worker(client, wait=500)
+def test_stop_from_another_thread(fake_time: FakeTime, q: str) -> None:
+    client = fake_time.client()
+    w = Worker(client, wait=5000)
     ran = threading.Event()
 
     @w.handler(q)
@@ -342,12 +390,11 @@ def test_stop_from_another_thread(client: Client, q: str) -> None:
         ran.set()
 
     client.enqueue(q, 1)
-    def stopper() -> None:
-        ran.wait(10)
-        w.stop()
-
-    threading.Thread(target=stopper).start()
-    w.run(install_signal_handlers=False)
-    assert ran.is_set() and w.stats.succeeded == 1
-
-
+    running = InThread(lambda: w.run(install_signal_handlers=False), "Worker.run")
+    assert ran.wait(10), "the handler did not run"
+    w.stop()
+    # The claim in flight (it carries the task's ack) returns when its 5 s
+    # wait runs out; then run() returns.
+    fake_time.run_out_until(lambda: not running.running, 5000, "Worker.run to return")
+    running.result()
+    assert w.stats.succeeded == 1

@@ -1,7 +1,7 @@
 """The worker `python -m chronoq worker worker_app:make_worker` runs in
 test_worker.py's SIGTERM test. Its handler writes ``started`` in
 ``$APP_DIR`` and then waits (with a deadline) until the test writes
-``release``."""
+``release``: it waits for an event, not for time to pass."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ def make_worker() -> Worker:
     # No prefetch: once its one task runs, no claim is in flight, so a task
     # enqueued after SIGTERM is never claimed (with prefetch, a claim sent
     # before the signal may still bring one back, and it would run).
-    worker = Worker(Client(timeout=10), concurrency=1, prefetch=0, wait=1000, lease=2000)
+    # The test's chronoqd runs on a test clock that stands still, so the lease
+    # cannot lapse however long the test takes (and no extension comes due).
+    worker = Worker(Client(timeout=10), concurrency=1, prefetch=0, wait=1000, lease=60000)
 
     @worker.handler(os.environ["APP_QUEUE"])
     def handle(task: Lease) -> None:

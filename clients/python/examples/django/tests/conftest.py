@@ -1,5 +1,6 @@
 """Fixtures of the recipe's tests: the migrated temporary database, a chronoqd
-per session, and the app's client pointed at it (see recipe_support.py)."""
+on a test clock per session, and the app's client pointed at it (see
+recipe_support.py)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,11 @@ def database() -> None:
 
 @pytest.fixture(scope="session")
 def chronoqd() -> Iterator["Server"]:
+    """A chronoqd on a test clock (``--test-clock``): its time stands still
+    from start-up; the worker's test moves it (``FakeTime``) to make a share's
+    task due and to run out the wait of the worker's last claim."""
     with tempfile.TemporaryDirectory(prefix="chronoq-django-qd-") as data:
-        server = Server(data)
+        server = Server(data, extra=["--test-clock"])
         try:
             yield server
         finally:

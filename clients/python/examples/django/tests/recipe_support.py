@@ -4,7 +4,8 @@ one name, unlike ``conftest``, which pytest may import more than once).
 Importing it sets Django up with the project's real settings and the SQLite
 database in a temporary directory (``SHARESITE_DB``; conftest.py migrates it
 once per session and removes the directory at the end). ``Server`` (a
-chronoqd on a free port) and ``wait_for`` are the client tests' helpers,
+chronoqd on a free port), ``FakeTime`` (moves a test-clock chronoqd's time)
+and ``wait_for`` are the client tests' helpers,
 loaded from clients/python/tests/conftest.py under a name of their own so
 they cannot clash with this directory's conftest.
 """
@@ -39,6 +40,7 @@ def _load_client_test_support() -> ModuleType:
 
 _support = _load_client_test_support()
 Server = _support.Server
+FakeTime = _support.FakeTime
 wait_for = _support.wait_for
 
 TMP = tempfile.mkdtemp(prefix="chronoq-django-")

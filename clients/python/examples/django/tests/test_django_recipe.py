@@ -1,7 +1,9 @@
-"""The expiring-shares recipe against a real chronoqd and a temporary SQLite
-database (see conftest.py). No test sleeps to let time pass: a share that
-must expire now is given a period of zero, and conditions are polled with
-deadlines that say what they waited for."""
+"""The expiring-shares recipe against a real chronoqd on a test clock and a
+temporary SQLite database (see conftest.py). No test sleeps to let time pass:
+a share that must expire now is given a period of zero and chronoqd's clock
+is moved to its due time, the worker's last claim wait is run out by moving
+the clock too, and conditions are polled with deadlines that say what they
+waited for."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from django.test import Client as HttpClient
 from django.utils import timezone
 
 from chronoq import Client, Lease, NotFound, RetryLater
-from recipe_support import PROJECT, Server, wait_for
+from recipe_support import PROJECT, FakeTime, Server, wait_for
 from shares.models import Share
 from shares.services import ShareClosed, change_period, create_share, revoke_share
 from shares.tasks import expire_share
@@ -177,26 +179,34 @@ def test_worker_command_expires_due_shares_and_stops_on_sigterm(
             [sys.executable, "-B", str(PROJECT / "manage.py"), "chronoq_worker", "--wait", "1"],
             cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
+    fake_time = FakeTime(chronoqd)
     try:
         def expired() -> bool:
             if proc.poll() is not None:
                 pytest.fail(f"the worker exited with {proc.returncode}:\n{log_path.read_text()}")
             return Share.objects.get(pk=due.pk).expired_at is not None
 
+        # The share is due now by our clock; chronoqd's test clock stands at
+        # its start-up until moved to the task's run_at.
+        run_at = client.get(due.task_id).run_at
+        assert run_at is not None and run_at == due.expires_at
+        fake_time.advance_to(run_at)
         wait_for(expired, f"the worker to expire share {due.pk}", timeout=30)
         wait_for(lambda: client.get(due.task_id).state == "succeeded",
                  f"task {due.task_id} to be acknowledged", timeout=30)
+        assert client.get(later.task_id).state == "scheduled"
 
         proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"the worker did not exit within 30 s of SIGTERM:\n{log_path.read_text()}")
+        # The stop waits for the claim in flight (--wait 1): move time past it.
+        fake_time.run_out_until(lambda: proc.poll() is not None, 1000,
+                                "the worker to exit after SIGTERM", timeout=30)
+        code = proc.wait(timeout=30)
         assert code == 0, log_path.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        fake_time.close()
         print(log_path.read_text())  # shown when the test fails
 
     assert Share.objects.get(pk=due.pk).status == "expired"
