@@ -36,6 +36,9 @@ const maxBody = 1 << 20
 // connections alive.
 type Client struct {
 	t *transport
+	// clock schedules its workers' and locks' timers (realClock, except
+	// in tests: see clock.go).
+	clock clock
 }
 
 type config struct {
@@ -108,7 +111,7 @@ func New(urls []string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{t: t}, nil
+	return &Client{t: t, clock: realClock{}}, nil
 }
 
 // CurrentURL returns the node the next call goes to first.

@@ -331,27 +331,40 @@ func TestC6ClaimCarriesFailures(t *testing.T) {
 	}
 }
 
-// C7: an old token is the stale-token error and changes nothing.
+// C7: an old token is the stale-token error and changes nothing. On the
+// test-clock chronoqd: the lease lapses when the test moves time past it.
 func TestC7StaleToken(t *testing.T) {
-	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, q := ft.client(), testCtx(t), newQueue(t)
 	_, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: 1})
 	must(t, err)
-	res, err := c.Claim(ctx, q, chronoq.ClaimOptions{Lease: 300 * time.Millisecond, Wait: 5 * time.Second})
+	const lease = 30 * time.Second
+	res, err := c.Claim(ctx, q, chronoq.ClaimOptions{Lease: lease})
 	must(t, err)
+	if len(res.Tasks) != 1 {
+		t.Fatalf("claimed %d tasks, want 1", len(res.Tasks))
+	}
 	old := res.Tasks[0]
-	// Let the lease lapse and claim it again: the first token is stale.
-	var fresh *chronoq.Lease
-	waitFor(t, "the task to be claimable again after its lease lapsed", func() bool {
-		r, err := c.Claim(ctx, q, chronoq.ClaimOptions{Lease: time.Minute, Wait: 200 * time.Millisecond})
-		must(t, err)
-		if len(r.Tasks) == 1 {
-			fresh = r.Tasks[0]
-			return true
-		}
-		return false
-	})
-	if fresh.Token <= old.Token {
-		t.Fatalf("token did not grow: %d then %d", old.Token, fresh.Token)
+	if want := ft.now().Add(lease); old.LeaseUntil == nil || !old.LeaseUntil.Equal(want) {
+		t.Fatalf("lease_until %v, want %v", old.LeaseUntil, want)
+	}
+	// Until the lease lapses the task is not claimable.
+	ft.advance(lease - time.Millisecond)
+	r, err := c.Claim(ctx, q, chronoq.ClaimOptions{Lease: time.Minute})
+	must(t, err)
+	if len(r.Tasks) != 0 {
+		t.Fatalf("the task was claimed again a millisecond before its lease lapsed: %+v", r.Tasks[0])
+	}
+	// Once it has lapsed it is claimed again: the first token is stale.
+	ft.advance(time.Millisecond)
+	r, err = c.Claim(ctx, q, chronoq.ClaimOptions{Lease: time.Minute})
+	must(t, err)
+	if len(r.Tasks) != 1 {
+		t.Fatalf("claimed %d tasks once the lease lapsed, want 1", len(r.Tasks))
+	}
+	fresh := r.Tasks[0]
+	if fresh.ID != old.ID || fresh.Token <= old.Token {
+		t.Fatalf("token did not grow: %s %d then %s %d", old.ID, old.Token, fresh.ID, fresh.Token)
 	}
 	err = c.Ack(ctx, old.ID, old.Token)
 	var e *chronoq.Error

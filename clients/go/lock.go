@@ -107,13 +107,13 @@ func (l *Lock) extendLoop() {
 	if interval < time.Millisecond {
 		interval = time.Millisecond
 	}
-	timer := time.NewTimer(interval)
+	timer := l.c.clock.NewTimer(interval)
 	defer timer.Stop()
 	for {
 		select {
 		case <-l.stop:
 			return
-		case <-timer.C:
+		case <-timer.C():
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), l.lease)
 		g, err := l.c.ExtendLock(ctx, l.key, l.Token(), l.lease)

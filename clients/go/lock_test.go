@@ -8,13 +8,40 @@ import (
 	"chronoq"
 )
 
+// The lock tests run on the test-clock chronoqd (fakeTime): a wait runs out
+// and a lease lapses when the test moves time, and the Lock helper's
+// extensions fire when it moves the client's clock with it.
+
 // C8: a second holder waits up to wait and gets lock_wait_timeout; after
 // the release it acquires at once.
 func TestC8LockContention(t *testing.T) {
-	c, ctx, key := newClient(t), testCtx(t), "lock:"+newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, key := ft.client(), testCtx(t), "lock:"+newQueue(t)
 	g, err := c.AcquireLock(ctx, key, 0, time.Minute, "first")
 	must(t, err)
-	_, err = c.AcquireLock(ctx, key, 200*time.Millisecond, time.Minute, "second")
+	const wait = 10 * time.Second
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.AcquireLock(ctx, key, wait, time.Minute, "second")
+		second <- err
+	}()
+	ft.waitServerWait("the second acquisition", wait)
+	// A millisecond before the wait's end it still waits.
+	ft.advance(wait - time.Millisecond)
+	if st, err := ft.srv.Clock(); err != nil || !st.Waiting(st.Now.Add(time.Millisecond)) {
+		t.Fatalf("the second acquisition stopped waiting before its wait ran out: %+v %v", st, err)
+	}
+	select {
+	case err := <-second:
+		t.Fatalf("the second acquisition was answered before its wait ran out: %v", err)
+	default:
+	}
+	ft.advance(time.Millisecond)
+	select {
+	case err = <-second:
+	case <-time.After(deadline):
+		t.Fatal("timed out waiting for the second acquisition's answer once its wait ran out")
+	}
 	var e *chronoq.Error
 	if !errors.Is(err, chronoq.ErrLockWaitTimeout) || !errors.As(err, &e) || e.Field != "wait_ms" || e.Status != 409 {
 		t.Fatalf("second holder: %v", err)
@@ -30,37 +57,55 @@ func TestC8LockContention(t *testing.T) {
 	if g2.Token <= g.Token {
 		t.Fatalf("token did not grow: %d then %d", g.Token, g2.Token)
 	}
-	// A waiting acquisition gets the lock when it is released.
-	done := make(chan error, 1)
+	// A waiting acquisition gets the lock when it is released, with time
+	// standing still.
+	before := ft.now()
+	third := make(chan error, 1)
 	go func() {
-		_, err := c.AcquireLock(ctx, key, deadline, time.Minute, "third")
-		done <- err
+		_, err := c.AcquireLock(ctx, key, wait, time.Minute, "third")
+		third <- err
 	}()
-	waitFor(t, "the third acquisition to wait", func() bool {
-		li, err := c.GetLock(ctx, key)
-		must(t, err)
-		return li.Waiters == 1
-	})
+	ft.waitServerWait("the third acquisition", wait)
+	li, err := c.GetLock(ctx, key)
+	must(t, err)
+	if li.Waiters != 1 {
+		t.Fatalf("lock info %+v, want one waiter", li)
+	}
 	must(t, c.ReleaseLock(ctx, key, g2.Token))
 	select {
-	case err := <-done:
+	case err := <-third:
 		must(t, err)
 	case <-time.After(deadline):
 		t.Fatal("timed out waiting for the waiting acquisition to get the lock")
+	}
+	if now := ft.now(); !now.Equal(before) {
+		t.Fatalf("time moved from %v to %v", before, now)
 	}
 }
 
 // C9: a lock whose lease lapses is free again; the next holder's fencing
 // token is greater, and the old token is stale.
 func TestC9LockLapseAndToken(t *testing.T) {
-	c, ctx, key := newClient(t), testCtx(t), "lock:"+newQueue(t)
-	g, err := c.AcquireLock(ctx, key, 0, 300*time.Millisecond, "")
+	ft := newFakeTime(t)
+	c, ctx, key := ft.client(), testCtx(t), "lock:"+newQueue(t)
+	const lease = 30 * time.Second
+	g, err := c.AcquireLock(ctx, key, 0, lease, "")
 	must(t, err)
-	waitFor(t, "the lock's lease to lapse", func() bool {
-		li, err := c.GetLock(ctx, key)
-		must(t, err)
-		return !li.Held
-	})
+	if want := ft.now().Add(lease); !g.ExpiresAt.Equal(want) {
+		t.Fatalf("expires_at %v, want %v", g.ExpiresAt, want)
+	}
+	ft.advance(lease - time.Millisecond)
+	li, err := c.GetLock(ctx, key)
+	must(t, err)
+	if !li.Held {
+		t.Fatalf("the lock was freed a millisecond before its lease ended: %+v", li)
+	}
+	ft.advance(time.Millisecond)
+	li, err = c.GetLock(ctx, key)
+	must(t, err)
+	if li.Held {
+		t.Fatalf("the lock is held after its lease ended: %+v", li)
+	}
 	g2, err := c.AcquireLock(ctx, key, 0, time.Minute, "")
 	must(t, err)
 	if g2.Token <= g.Token {
@@ -75,27 +120,39 @@ func TestC9LockLapseAndToken(t *testing.T) {
 	must(t, c.ReleaseLock(ctx, key, g2.Token))
 }
 
-// C10: the Lock helper (with defer) extends the lease in the background
-// and releases at the end.
+// C10: the Lock helper (with defer) extends the lease in the background,
+// every third of it, and releases at the end.
 func TestC10LockHelper(t *testing.T) {
-	c, ctx, key := newClient(t), testCtx(t), "lock:"+newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, key := ft.client(), testCtx(t), "lock:"+newQueue(t)
+	const lease = 30 * time.Second
 	func() {
-		lk, err := c.Lock(ctx, key, time.Second, 600*time.Millisecond)
+		lk, err := c.Lock(ctx, key, time.Second, lease)
 		must(t, err)
 		defer func() { must(t, lk.Release(ctx)) }()
 		if lk.Token() == 0 || lk.Key() != key {
 			t.Fatalf("lock %d %s", lk.Token(), lk.Key())
 		}
-		first := lk.ExpiresAt()
-		// Held well past its first lease: the extensions keep it.
-		waitFor(t, "three background extensions", func() bool { return lk.Extensions() >= 3 })
-		if !lk.ExpiresAt().After(first) {
-			t.Fatalf("expires_at did not move: %v then %v", first, lk.ExpiresAt())
+		if want := ft.now().Add(lease); !lk.ExpiresAt().Equal(want) {
+			t.Fatalf("expires_at %v, want %v", lk.ExpiresAt(), want)
 		}
-		li, err := c.GetLock(ctx, key)
-		must(t, err)
-		if !li.Held || lk.Err() != nil {
-			t.Fatalf("lock not held after extensions: %+v %v", li, lk.Err())
+		// Four thirds of the lease pass: only the extensions keep it.
+		for i := 1; i <= 4; i++ {
+			ft.waitTimer("the helper's next extension, a third of the lease on", lease/3)
+			if n := lk.Extensions(); n != i-1 {
+				t.Fatalf("%d extensions before the %s third of the lease ended", n, []string{"first", "second", "third", "fourth"}[i-1])
+			}
+			ft.advance(lease / 3)
+			waitFor(t, "the helper's extension to be answered", func() bool { return lk.Extensions() == i })
+			now := ft.now()
+			if want := now.Add(lease); !lk.ExpiresAt().Equal(want) {
+				t.Fatalf("extension %d: expires_at %v, want %v", i, lk.ExpiresAt(), want)
+			}
+			li, err := c.GetLock(ctx, key)
+			must(t, err)
+			if !li.Held || li.ExpiresAt == nil || !li.ExpiresAt.Equal(now.Add(lease)) || lk.Err() != nil {
+				t.Fatalf("after extension %d: %+v (expires %v) %v", i, li, li.ExpiresAt, lk.Err())
+			}
 		}
 	}()
 	li, err := c.GetLock(ctx, key)
@@ -106,12 +163,22 @@ func TestC10LockHelper(t *testing.T) {
 }
 
 // C10: a lease lost meanwhile (here: released behind the helper's back) is
-// reported by Lost and Err, and by Release.
+// reported by Lost and Err, and by Release, from the helper's next
+// extension on.
 func TestC10LockHelperReportsALostLease(t *testing.T) {
-	c, ctx, key := newClient(t), testCtx(t), "lock:"+newQueue(t)
-	lk, err := c.Lock(ctx, key, 0, 300*time.Millisecond)
+	ft := newFakeTime(t)
+	c, ctx, key := ft.client(), testCtx(t), "lock:"+newQueue(t)
+	const lease = 30 * time.Second
+	lk, err := c.Lock(ctx, key, 0, lease)
 	must(t, err)
 	must(t, c.ReleaseLock(ctx, key, lk.Token()))
+	ft.waitTimer("the helper's first extension", lease/3)
+	select {
+	case <-lk.Lost():
+		t.Fatal("the lease was reported lost before the helper tried to extend it")
+	default:
+	}
+	ft.advance(lease / 3)
 	select {
 	case <-lk.Lost():
 	case <-time.After(deadline):

@@ -471,7 +471,7 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 				select {
 				case <-ctx.Done():
 					return nil
-				case <-time.After(backoff):
+				case <-after(w.c.clock, backoff):
 				}
 				if backoff *= 2; backoff > 30*time.Second {
 					backoff = 30 * time.Second
@@ -490,7 +490,7 @@ func (w *Worker) claimLoop(ctx context.Context, r *registration) error {
 			continue
 		}
 		atomic.AddInt64(&w.stats.Claimed, int64(len(res.Tasks)))
-		next := time.Now().Add(w.opts.Lease / 3)
+		next := w.c.clock.Now().Add(w.opts.Lease / 3)
 		w.mu.Lock()
 		for _, l := range res.Tasks {
 			w.tracked[leaseKey{l.ID, l.Token}] = tracked{lease: l, nextAt: next}
@@ -643,7 +643,7 @@ func (w *Worker) flushLoop(done <-chan struct{}) {
 			select {
 			case <-done:
 				return
-			case <-time.After(w.opts.AckLinger):
+			case <-after(w.c.clock, w.opts.AckLinger):
 			}
 		}
 		w.mu.Lock()
@@ -668,7 +668,7 @@ func (w *Worker) flushLoop(done <-chan struct{}) {
 			select {
 			case <-done:
 				return
-			case <-time.After(backoff):
+			case <-after(w.c.clock, backoff):
 			}
 			w.poke()
 			if backoff *= 2; backoff > 30*time.Second {
@@ -681,7 +681,7 @@ func (w *Worker) flushLoop(done <-chan struct{}) {
 }
 
 func (w *Worker) finalFlush() {
-	deadline := time.Now().Add(w.opts.FlushTimeout)
+	deadline := w.c.clock.Now().Add(w.opts.FlushTimeout)
 	delay := 200 * time.Millisecond
 	for {
 		w.mu.Lock()
@@ -698,11 +698,11 @@ func (w *Worker) finalFlush() {
 		w.pending = append(items, w.pending...)
 		n := len(w.pending)
 		w.mu.Unlock()
-		if time.Now().Add(delay).After(deadline) {
+		if w.c.clock.Now().Add(delay).After(deadline) {
 			w.opts.Logger.Printf("chronoq: gave up sending %d outcomes: %v (the tasks run again once their leases lapse)", n, err)
 			return
 		}
-		time.Sleep(delay)
+		<-after(w.c.clock, delay)
 		if delay *= 2; delay > 5*time.Second {
 			delay = 5 * time.Second
 		}
@@ -717,15 +717,17 @@ func (w *Worker) extendLoop(done <-chan struct{}) {
 	if tick < 5*time.Millisecond {
 		tick = 5 * time.Millisecond
 	}
-	t := time.NewTicker(tick)
+	// Every tick, extend the leases due (a third of the lease after the
+	// claim or the last extension).
+	t := w.c.clock.NewTimer(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-done:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
-		now := time.Now()
+		now := w.c.clock.Now()
 		var due []*Lease
 		w.mu.Lock()
 		for _, tr := range w.tracked {
@@ -745,7 +747,7 @@ func (w *Worker) extendLoop(done <-chan struct{}) {
 			ctx, cancel := context.WithTimeout(context.Background(), w.c.t.timeout)
 			_, err := w.c.Extend(ctx, l.ID, l.Token, w.opts.Lease)
 			cancel()
-			next := time.Now().Add(w.opts.Lease / 3)
+			next := w.c.clock.Now().Add(w.opts.Lease / 3)
 			switch {
 			case err == nil:
 				atomic.AddInt64(&w.stats.Extensions, 1)
@@ -757,7 +759,7 @@ func (w *Worker) extendLoop(done <-chan struct{}) {
 				if retry > time.Second {
 					retry = time.Second
 				}
-				next = time.Now().Add(retry)
+				next = w.c.clock.Now().Add(retry)
 			}
 			w.mu.Lock()
 			if tr, ok := w.tracked[k]; ok {
@@ -770,5 +772,6 @@ func (w *Worker) extendLoop(done <-chan struct{}) {
 			}
 			w.mu.Unlock()
 		}
+		t.Reset(tick)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,9 +17,25 @@ import (
 	"chronoq"
 )
 
-// runWorker runs w until the returned stop function is called; stop waits
-// for Run to return and fails the test on its error.
-func runWorker(t *testing.T, w *chronoq.Worker) (stop func()) {
+// The worker tests run on the test-clock chronoqd (fakeTime): a worker
+// long-polls for tasks (workerWait), which chronoqd hands over as soon as
+// they are due, whatever the time; only a stop needs time to move, past
+// the long poll in flight, and TestC14WorkerExtendsLeases moves it to make
+// a handler outlive its lease.
+
+// workerWait is the tests' workers' long poll.
+const workerWait = 500 * time.Millisecond
+
+func workerOpts(concurrency int) chronoq.WorkerOptions {
+	return chronoq.WorkerOptions{Concurrency: concurrency, Wait: workerWait}
+}
+
+// runWorker runs w, a worker of a client of ft with long polls of
+// workerWait, until the returned stop function is called (or the test
+// ends). The stop stops the worker, waits until it has taken the stop, moves
+// time past the long polls it has in flight until its claim loops have
+// ended, and waits for Run to return, failing the test on its error.
+func runWorker(t *testing.T, ft *fakeTime, w *chronoq.Worker) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -26,13 +43,8 @@ func runWorker(t *testing.T, w *chronoq.Worker) (stop func()) {
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("worker: %v", err)
-				}
-			case <-time.After(deadline):
-				t.Errorf("timed out after %v waiting for the worker to stop", deadline)
+			if err := stopWorker(ft, w, done); err != nil {
+				t.Error(err)
 			}
 		})
 	}
@@ -40,13 +52,50 @@ func runWorker(t *testing.T, w *chronoq.Worker) (stop func()) {
 	return stop
 }
 
-func workerOpts(concurrency int) chronoq.WorkerOptions {
-	return chronoq.WorkerOptions{Concurrency: concurrency, Wait: 500 * time.Millisecond}
+// stopWorker waits, after a stop, for the worker to take it, moves time
+// past its long polls until its claim loops have ended, then waits for Run
+// to return (on done). It returns an error saying what it timed out
+// waiting for, or Run's.
+func stopWorker(ft *fakeTime, w *chronoq.Worker, done <-chan error) error {
+	end := time.Now().Add(deadline)
+	for !chronoq.WorkerStopping(w) {
+		if time.Now().After(end) {
+			return fmt.Errorf("timed out after %v waiting for the worker to take the stop", deadline)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for chronoq.WorkerClaimLoops(w) > 0 {
+		st, err := ft.srv.Clock()
+		if err != nil {
+			return err
+		}
+		if st.Waiting(st.Now.Add(workerWait)) { // a long poll of the worker's
+			if _, err := ft.srv.Advance(workerWait); err != nil {
+				return err
+			}
+			ft.clk.Advance(workerWait)
+			continue
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("timed out after %v waiting for the worker's claim loops to end", deadline)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("worker: %v", err)
+		}
+		return nil
+	case <-time.After(deadline):
+		return fmt.Errorf("timed out after %v waiting for the worker to stop", deadline)
+	}
 }
 
 // C14: success acks; an error fails the task with its text.
 func TestC14WorkerSuccessAndFailure(t *testing.T) {
-	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, q := ft.machineTimersClient(), testCtx(t), newQueue(t)
 	ok, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: map[string]bool{"fail": false}})
 	must(t, err)
 	bad, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: map[string]bool{"fail": true}, MaxAttempts: 1})
@@ -67,7 +116,7 @@ func TestC14WorkerSuccessAndFailure(t *testing.T) {
 		}
 		return nil
 	})
-	runWorker(t, w)
+	stop := runWorker(t, ft, w)
 	waitState(t, c, ok.ID, chronoq.StateSucceeded)
 	d := waitState(t, c, bad.ID, chronoq.StateDead)
 	if d.LastError == nil || *d.LastError != "handler failed on "+bad.ID {
@@ -77,17 +126,20 @@ func TestC14WorkerSuccessAndFailure(t *testing.T) {
 		r, err := c.Get(ctx, retry.ID)
 		must(t, err)
 		return r.State == chronoq.StateScheduled && r.LastError != nil && *r.LastError == "later" &&
-			r.RunAt.After(time.Now().Add(50*time.Minute))
+			r.RunAt.Equal(ft.now().Add(time.Hour))
 	})
-	waitFor(t, "the worker's counters", func() bool {
-		s := w.Stats()
-		return s.Succeeded == 1 && s.Failed == 2 && s.Claimed == 3
-	})
+	// The counters count chronoqd's answers, which may ride on a long poll
+	// that the stop ends.
+	stop()
+	if s := w.Stats(); s.Succeeded != 1 || s.Failed != 2 || s.Claimed != 3 || s.Refused != 0 {
+		t.Fatalf("the worker's counters: %+v", s)
+	}
 }
 
 // C14: a key's tasks run in order, one at a time, under many goroutines.
 func TestC14WorkerKeyOrder(t *testing.T) {
-	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, q := ft.machineTimersClient(), testCtx(t), newQueue(t)
 	const keys, per = 4, 15
 	var specs []chronoq.TaskSpec
 	for i := 0; i < per; i++ {
@@ -114,14 +166,14 @@ func TestC14WorkerKeyOrder(t *testing.T) {
 		running[p["key"]] = true
 		seen[p["key"]] = append(seen[p["key"]], p["seq"])
 		mu.Unlock()
-		time.Sleep(time.Millisecond)
+		runtime.Gosched() // let another handler run meanwhile, if chronoqd let it
 		mu.Lock()
 		running[p["key"]] = false
 		mu.Unlock()
 		atomic.AddInt64(&total, 1)
 		return nil
 	})
-	stop := runWorker(t, w)
+	stop := runWorker(t, ft, w)
 	waitFor(t, fmt.Sprintf("%d tasks to run", keys*per), func() bool { return atomic.LoadInt64(&total) == keys*per })
 	stop()
 	if overlaps != 0 {
@@ -139,7 +191,8 @@ func TestC14WorkerKeyOrder(t *testing.T) {
 // C14: several claimers per queue never claim past concurrency + prefetch,
 // and every task runs once.
 func TestC14WorkerClaimersStayWithinTheLimit(t *testing.T) {
-	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, q := ft.machineTimersClient(), testCtx(t), newQueue(t)
 	const n = 20
 	var specs []chronoq.TaskSpec
 	for i := 0; i < n; i++ {
@@ -150,13 +203,13 @@ func TestC14WorkerClaimersStayWithinTheLimit(t *testing.T) {
 	release := make(chan struct{})
 	var ran int64
 	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Concurrency: 1, Prefetch: 3, Claimers: 4,
-		Wait: 500 * time.Millisecond})
+		Wait: workerWait})
 	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
 		<-release
 		atomic.AddInt64(&ran, 1)
 		return nil
 	})
-	runWorker(t, w)
+	stop := runWorker(t, ft, w)
 	// 1 running + 3 prefetched: the four claimers together stop there.
 	waitFor(t, "4 tasks to be claimed", func() bool { return w.Stats().Claimed >= 4 })
 	page, err := c.List(ctx, chronoq.ListOptions{Queue: q, State: chronoq.StateRunning, Limit: 100})
@@ -165,15 +218,23 @@ func TestC14WorkerClaimersStayWithinTheLimit(t *testing.T) {
 		t.Fatalf("claimed %d (chronoqd shows %d running), want 4: the claimers passed the limit", got, len(page.Tasks))
 	}
 	close(release)
-	waitFor(t, fmt.Sprintf("%d tasks to be acknowledged", n), func() bool { return w.Stats().Succeeded == n })
-	if got := atomic.LoadInt64(&ran); got != n {
-		t.Fatalf("%d handler runs for %d tasks", got, n)
+	waitFor(t, fmt.Sprintf("chronoqd to count %d tasks succeeded", n), func() bool {
+		qi, err := c.GetQueue(ctx, q)
+		must(t, err)
+		return qi.Counts["succeeded"] == n
+	})
+	// The last acknowledgements' answers may ride on a long poll that the
+	// stop ends.
+	stop()
+	if got, s := atomic.LoadInt64(&ran), w.Stats(); got != n || s.Succeeded != n || s.Claimed != n {
+		t.Fatalf("%d handler runs for %d tasks, counters %+v", got, n, s)
 	}
 }
 
 // C14: a batch handler reports per-item results in one request.
 func TestC14WorkerBatchHandler(t *testing.T) {
-	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, q := ft.machineTimersClient(), testCtx(t), newQueue(t)
 	var specs []chronoq.TaskSpec
 	for i := 0; i < 6; i++ {
 		specs = append(specs, chronoq.TaskSpec{Queue: q, Payload: i, MaxAttempts: 1})
@@ -193,7 +254,7 @@ func TestC14WorkerBatchHandler(t *testing.T) {
 		}
 		return errs
 	})
-	stop := runWorker(t, w)
+	stop := runWorker(t, ft, w)
 	for i, task := range tasks {
 		if i%2 == 0 {
 			waitState(t, c, task.ID, chronoq.StateSucceeded)
@@ -217,7 +278,8 @@ func TestC14WorkerBatchHandler(t *testing.T) {
 // C14: a stop finishes running tasks and sends their outcomes; no new
 // claims after it.
 func TestC14WorkerStopFinishesRunningTasks(t *testing.T) {
-	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, q := ft.machineTimersClient(), testCtx(t), newQueue(t)
 	var specs []chronoq.TaskSpec
 	for i := 0; i < 3; i++ {
 		specs = append(specs, chronoq.TaskSpec{Queue: q, Payload: i})
@@ -227,14 +289,14 @@ func TestC14WorkerStopFinishesRunningTasks(t *testing.T) {
 	started := make(chan struct{}, 10)
 	release := make(chan struct{})
 	var finished int64
-	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Concurrency: 3, Prefetch: -1, Wait: 500 * time.Millisecond})
+	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Concurrency: 3, Prefetch: -1, Wait: workerWait})
 	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
 		started <- struct{}{}
 		<-release
 		atomic.AddInt64(&finished, 1)
 		return nil
 	})
-	stop := runWorker(t, w)
+	stop := runWorker(t, ft, w)
 	for i := 0; i < 3; i++ {
 		select {
 		case <-started:
@@ -244,14 +306,16 @@ func TestC14WorkerStopFinishesRunningTasks(t *testing.T) {
 	}
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
-	// The stop waits for the handlers.
+	// The stop ends the claim loops at once (every slot is busy: no claim
+	// is in flight), then waits for the handlers.
+	waitFor(t, "the stop to end the worker's claim loops", func() bool { return chronoq.WorkerClaimLoops(w) == 0 })
+	late, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: "late"})
+	must(t, err)
 	select {
 	case <-stopped:
 		t.Fatal("the worker stopped while handlers ran")
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
-	late, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: "late"})
-	must(t, err)
 	close(release)
 	select {
 	case <-stopped:
@@ -275,26 +339,66 @@ func TestC14WorkerStopFinishesRunningTasks(t *testing.T) {
 	}
 }
 
-// C14: a running handler's lease is extended in the background.
+// C14: a running handler's lease is extended in the background, a third
+// of the lease after the claim and after each extension. On the test-clock
+// chronoqd with the client's clock moved with it: the handler runs while
+// four thirds of the lease pass, and the test waits for each extension's
+// answer before it moves time again.
 func TestC14WorkerExtendsLeases(t *testing.T) {
-	c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+	ft := newFakeTime(t)
+	c, ctx, q := ft.client(), testCtx(t), newQueue(t)
 	task, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: 1})
 	must(t, err)
-	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Lease: 600 * time.Millisecond, Wait: 500 * time.Millisecond})
+	const lease = 30 * time.Second
+	// The worker looks for leases to extend every tick: a sixth of the
+	// lease, at most a second.
+	const tick = time.Second
+	w := chronoq.NewWorker(c, chronoq.WorkerOptions{Lease: lease, Wait: workerWait})
 	var runs int64
+	started, release := make(chan struct{}, 1), make(chan struct{})
 	w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error {
 		atomic.AddInt64(&runs, 1)
-		// Run past several leases: only the extensions keep the task.
-		end := time.Now().Add(deadline)
-		for w.Stats().Extensions < 4 && time.Now().Before(end) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		started <- struct{}{}
+		<-release
 		return nil
 	})
-	runWorker(t, w)
+	stop := runWorker(t, ft, w)
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the worker's cleanup, should the test fail
+	select {
+	case <-started:
+	case <-time.After(deadline):
+		t.Fatal("timed out waiting for the handler to start")
+	}
+	running := waitState(t, c, task.ID, chronoq.StateRunning)
+	if want := ft.now().Add(lease); running.LeaseUntil == nil || !running.LeaseUntil.Equal(want) {
+		t.Fatalf("lease_until %v, want %v", running.LeaseUntil, want)
+	}
+	for i := int64(1); i <= 4; i++ {
+		ft.waitTimer("the worker's next look at its leases", tick)
+		if n := w.Stats().Extensions; n != i-1 {
+			t.Fatalf("%d extensions before a third of the lease passed %d times", n, i)
+		}
+		ft.advance(lease / 3)
+		// The tick fired: the worker extends the lease, then arms the next.
+		waitFor(t, fmt.Sprintf("extension %d to be answered, or the worker's next tick", i), func() bool {
+			return w.Stats().Extensions == i || ft.armed(tick)
+		})
+		if n := w.Stats().Extensions; n != i {
+			t.Fatalf("%d extensions once a third of the lease passed %d times", n, i)
+		}
+		got, err := c.Get(ctx, task.ID)
+		must(t, err)
+		if want := ft.now().Add(lease); got.State != chronoq.StateRunning || got.LeaseUntil == nil || !got.LeaseUntil.Equal(want) {
+			t.Fatalf("after extension %d the task is %s, lease_until %v, want %v", i, got.State, got.LeaseUntil, want)
+		}
+	}
+	free()
 	waitState(t, c, task.ID, chronoq.StateSucceeded)
+	stop()
 	s := w.Stats()
-	if s.Extensions < 4 || s.LeasesLost != 0 || s.Refused != 0 || atomic.LoadInt64(&runs) != 1 {
+	if s.Extensions != 4 || s.LeasesLost != 0 || s.Refused != 0 || s.Succeeded != 1 || atomic.LoadInt64(&runs) != 1 {
 		t.Fatalf("stats %+v, runs %d", s, runs)
 	}
 }
@@ -326,14 +430,15 @@ func TestC15WorkerNamesItself(t *testing.T) {
 		{"", host + ":" + strconv.Itoa(os.Getpid())},
 		{"billing-7", "billing-7"},
 	} {
-		c, ctx, q := newClient(t), testCtx(t), newQueue(t)
+		ft := newFakeTime(t)
+		c, ctx, q := ft.machineTimersClient(), testCtx(t), newQueue(t)
 		task, err := c.Enqueue(ctx, chronoq.TaskSpec{Queue: q, Payload: 1})
 		must(t, err)
 		opts := workerOpts(1)
 		opts.WorkerName = tc.option
 		w := chronoq.NewWorker(c, opts)
 		w.Handle(q, func(ctx context.Context, l *chronoq.Lease) error { return nil })
-		stop := runWorker(t, w)
+		stop := runWorker(t, ft, w)
 		done := waitState(t, c, task.ID, chronoq.StateSucceeded)
 		stop()
 		if done.Worker == nil || *done.Worker != tc.want {

@@ -69,17 +69,16 @@ func (s Store) Append(doc int, taskID, node string, token uint64) error {
 	return f.Close()
 }
 
-// Produce enqueues n tasks on queue, due over the next spread, spread over
-// docs documents.
-func Produce(ctx context.Context, c *chronoq.Client, queue string, n, docs int, spread time.Duration) error {
-	now := time.Now()
+// Produce enqueues n tasks on queue, due over the spread from start (task
+// i at start + spread*i/n), spread over docs documents.
+func Produce(ctx context.Context, c *chronoq.Client, queue string, n, docs int, start time.Time, spread time.Duration) error {
 	specs := make([]chronoq.TaskSpec, n)
 	for i := range specs {
 		specs[i] = chronoq.TaskSpec{
 			Queue:   queue,
 			ID:      fmt.Sprintf("%s-task-%d", queue, i),
 			Payload: Job{Doc: i % docs, Seq: i},
-			RunAt:   now.Add(spread * time.Duration(i) / time.Duration(n)),
+			RunAt:   start.Add(spread * time.Duration(i) / time.Duration(n)),
 		}
 	}
 	_, err := c.EnqueueMany(ctx, specs)
@@ -129,7 +128,7 @@ func main() {
 	ctx, stop := signalNotify()
 	defer stop()
 	if os.Args[1] == "produce" {
-		err = Produce(ctx, c, *queue, *n, *docs, *spread)
+		err = Produce(ctx, c, *queue, *n, *docs, time.Now(), *spread)
 	} else {
 		err = Work(ctx, c, *queue, Store{Dir: *dir}, *node, *concurrency)
 	}

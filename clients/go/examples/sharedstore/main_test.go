@@ -32,19 +32,25 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	testserver.Main(m, &server)
+	os.Exit(m.Run())
 }
-
-var server *testserver.Server
 
 func signalContext() (context.Context, func()) {
 	return signalNotify()
 }
 
 // TestThreeNodesRunEveryTaskExactlyOnce: a producer enqueues 300 tasks with
-// RunAt; three worker processes run them; every task ran exactly once.
+// RunAt, 10 ms apart; three worker processes run them; every task ran
+// exactly once, none before it was due. chronoqd runs on a test clock
+// (--test-clock): the test moves its time over the tasks' due times, in
+// steps, and waits after each for the tasks due by then to have run.
 func TestThreeNodesRunEveryTaskExactlyOnce(t *testing.T) {
-	const n = 300
+	const n, spacing, step = 300, 10 * time.Millisecond, 300 * time.Millisecond
+	server, err := testserver.StartTestClock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.StopAtEnd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	c, err := chronoq.New([]string{server.URL})
@@ -54,6 +60,7 @@ func TestThreeNodesRunEveryTaskExactlyOnce(t *testing.T) {
 	queue := fmt.Sprintf("sharedstore-%d", time.Now().UnixNano())
 	dir := t.TempDir()
 	var nodes []*exec.Cmd
+	exited := make([]chan error, 0, 3)
 	for _, name := range []string{"a", "b", "c"} {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "SHAREDSTORE_NODE="+name, "SHAREDSTORE_URL="+server.URL,
@@ -63,46 +70,86 @@ func TestThreeNodesRunEveryTaskExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		nodes = append(nodes, cmd)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		exited = append(exited, done)
 	}
 	defer func() {
-		for _, cmd := range nodes {
-			if cmd.ProcessState == nil {
+		for i, cmd := range nodes {
+			select {
+			case <-exited[i]:
+			default:
 				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
+				<-exited[i]
 			}
 		}
 	}()
-	if err := Produce(ctx, c, queue, n, 10, time.Second); err != nil {
+	clk, err := server.Clock()
+	if err != nil {
 		t.Fatal(err)
 	}
-	end := time.Now().Add(30 * time.Second)
-	for {
-		q, err := c.GetQueue(ctx, queue)
+	start := clk.Now
+	if err := Produce(ctx, c, queue, n, 10, start, n*spacing); err != nil {
+		t.Fatal(err)
+	}
+	// waitRan waits until the tasks due by now, and no others, have run.
+	waitRan := func(now time.Time) {
+		due := int(now.Sub(start)/spacing) + 1
+		if due > n {
+			due = n
+		}
+		end := time.Now().Add(30 * time.Second)
+		for {
+			q, err := c.GetQueue(ctx, queue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ran := q.Counts["running"] + q.Counts["succeeded"]; ran > due {
+				t.Fatalf("at %v %d tasks ran, but only %d were due: %v", now.Sub(start), ran, due, q.Counts)
+			}
+			if q.Counts["succeeded"] == due {
+				return
+			}
+			if time.Now().After(end) {
+				t.Fatalf("timed out after 30 s waiting for the %d tasks due at %v to succeed: %v", due, now.Sub(start), q.Counts)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitRan(start)
+	for now := start; now.Sub(start) < n*spacing; {
+		st, err := server.Advance(step)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if q.Counts["succeeded"] == n {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("timed out after 30 s waiting for %d tasks to succeed: %v", n, q.Counts)
-		}
-		time.Sleep(20 * time.Millisecond)
+		now = st.Now
+		waitRan(now)
 	}
-	// Stop the nodes gracefully.
+	// Stop the nodes gracefully. Each waits for its claim in flight, a
+	// long poll of a second of chronoqd's time: move time until they have
+	// exited.
 	for _, cmd := range nodes {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
-	for i, cmd := range nodes {
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("node %d: %v", i, err)
+	end := time.Now().Add(30 * time.Second)
+	for i := range nodes {
+		for waiting := true; waiting; {
+			select {
+			case err := <-exited[i]:
+				exited[i] <- err // for the deferred cleanup
+				if err != nil {
+					t.Errorf("node %d: %v", i, err)
+				}
+				waiting = false
+			default:
+				if time.Now().After(end) {
+					t.Fatalf("timed out after 30 s waiting for node %d to stop", i)
+				}
+				if _, err := server.Advance(time.Second); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("timed out after 30 s waiting for node %d to stop", i)
 		}
 	}
 	runs := map[string]int{}

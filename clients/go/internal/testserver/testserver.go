@@ -1,10 +1,16 @@
 // Package testserver starts a real chronoqd for tests: on a free port, with
-// a temporary data directory, stopped with SIGTERM.
+// a temporary data directory, stopped with SIGTERM. A chronoqd started with
+// --test-clock (StartTestClock) keeps its time still until a test moves it
+// (Clock, Advance).
 package testserver
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +47,9 @@ func MakeCerts(dir string) error {
 
 // Main starts chronoqd, runs the package's tests with *server set to it,
 // stops it and exits with the tests' status: a test package's TestMain.
-func Main(m *testing.M, server **Server) {
+// Each atEnd runs after the tests (stopping servers the tests started
+// lazily); an error fails the run.
+func Main(m *testing.M, server **Server, atEnd ...func() error) {
 	s, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting chronoqd:", err)
@@ -49,11 +57,84 @@ func Main(m *testing.M, server **Server) {
 	}
 	*server = s
 	code := m.Run()
+	for _, f := range atEnd {
+		if err := f(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
 	if err := s.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// StartTestClock is Start with --test-clock: chronoqd's time stands still
+// until Advance moves it.
+func StartTestClock() (*Server, error) { return StartWith("", "--test-clock") }
+
+// ClockState is GET /v1/test/clock's answer: the server's time and the
+// deadlines its threads wait for, earliest first.
+type ClockState struct {
+	Now   time.Time   `json:"now"`
+	Waits []time.Time `json:"waits"`
+}
+
+// Waiting says whether one of the server's waits ends at t.
+func (c ClockState) Waiting(t time.Time) bool {
+	for _, w := range c.Waits {
+		if w.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// Clock returns the time of a --test-clock server and its waits.
+func (s *Server) Clock() (ClockState, error) {
+	return s.clockCall("GET", nil)
+}
+
+// Advance moves a --test-clock server's time forward by d (whole
+// milliseconds); it returns once the server has acted on the new time (due
+// tasks handed out, lapsed leases and locks freed, waits that ran out
+// answered).
+func (s *Server) Advance(d time.Duration) (ClockState, error) {
+	return s.clockCall("POST", map[string]int64{"advance_ms": d.Milliseconds()})
+}
+
+func (s *Server) clockCall(method string, body any) (ClockState, error) {
+	var st ClockState
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return st, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.URL+"/v1/test/clock", rd)
+	if err != nil {
+		return st, err
+	}
+	client := http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return st, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("%s /v1/test/clock: %s: %s", method, resp.Status, data)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("%s /v1/test/clock: %v: %s", method, err, data)
+	}
+	return st, nil
 }
 
 // Server is a running chronoqd.
