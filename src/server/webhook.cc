@@ -401,9 +401,9 @@ void Pool::Release(const std::string& host) {
   // The next waiter starts from the loop, not from inside the finishing
   // exchange's handler (no recursion through a long line of waiters).
   asio::post(io_, [this, host] {
-    auto it = hosts_.find(host);
-    if (it == hosts_.end()) return;
-    Host& h = it->second;
+    auto found = hosts_.find(host);
+    if (found == hosts_.end()) return;
+    Host& h = found->second;
     while (!h.waiting.empty() && h.in_flight < options_.max_per_host) {
       std::shared_ptr<Exchange> next = std::move(h.waiting.front());
       h.waiting.pop_front();
@@ -411,7 +411,7 @@ void Pool::Release(const std::string& host) {
       if (next->OnSlot()) continue;
       --h.in_flight;
     }
-    Forget(it);
+    Forget(found);
   });
 }
 
@@ -443,15 +443,15 @@ void Pool::PutIdle(const std::string& host, std::unique_ptr<Connection> c) {
   c->idle_timer.expires_after(options_.idle_timeout);
   c->idle_timer.async_wait([this, host, generation](beast::error_code ec) {
     if (ec) return;
-    auto it = hosts_.find(host);
-    if (it == hosts_.end()) return;
-    auto& idle = it->second.idle;
-    auto c = std::find_if(idle.begin(), idle.end(),
-                          [&](const auto& e) { return e->idle_generation == generation; });
-    if (c == idle.end()) return;
-    CloseConnection(**c);
-    idle.erase(c);
-    Forget(it);
+    auto found = hosts_.find(host);
+    if (found == hosts_.end()) return;
+    auto& idle = found->second.idle;
+    auto expired = std::find_if(idle.begin(), idle.end(),
+                                [&](const auto& e) { return e->idle_generation == generation; });
+    if (expired == idle.end()) return;
+    CloseConnection(**expired);
+    idle.erase(expired);
+    Forget(found);
   });
   it->second.idle.push_back(std::move(c));
 }

@@ -172,7 +172,9 @@ class CopyTest : public ::testing::Test {
       EXPECT_EQ(got->worker, w.worker);
       EXPECT_EQ(got->attempts, w.attempts);
       // Every claimed task has one to carry; every finished attempt a record.
-      if (w.attempt > 0) EXPECT_EQ(w.worker, "copier-test:" + w.id);
+      if (w.attempt > 0) {
+        EXPECT_EQ(w.worker, "copier-test:" + w.id);
+      }
       if (w.state == TaskState::kSucceeded || w.state == TaskState::kDead) {
         EXPECT_EQ(w.attempts.size(), 1u);
       }

@@ -36,7 +36,9 @@ bool Check(const std::string& body, std::optional<T> (*fast_reading)(std::string
   if (fast) {
     EXPECT_TRUE(reference.ok()) << "the fast reading took a body the reference refuses ("
                                 << reference.status().message() << "): " << body;
-    if (reference.ok()) EXPECT_TRUE(*fast == *reference) << "readings differ: " << body;
+    if (reference.ok()) {
+      EXPECT_TRUE(*fast == *reference) << "readings differ: " << body;
+    }
   }
   EXPECT_TRUE(SameResult(used(body), reference)) << body;
   return fast.has_value();
@@ -171,7 +173,7 @@ TEST(TaskBodiesTest, NestingIsCheckedAsTheReferenceChecksIt) {
 }
 
 TEST(TaskBodiesTest, ClaimsAndAcksAreReadTheSameWays) {
-  for (const std::string& body : {
+  for (const std::string body : {
            R"({"max":256,"lease_ms":30000,"wait_ms":0,"worker":"host:42"})",
            R"({"max":10,"acks":[{"id":"_01J","token":7},{"id":"b","token":8,"error":"boom"},)"
            R"({"id":"c","token":9223372036854775807,"error":"x","retry_in_ms":-5}]})",
@@ -189,7 +191,7 @@ TEST(TaskBodiesTest, ClaimsAndAcksAreReadTheSameWays) {
     EXPECT_TRUE(ReadClaimBody(body).ok()) << body;
     EXPECT_FALSE(CheckClaim(body)) << "taken by the fast reading: " << body;
   }
-  for (const std::string& body : {
+  for (const std::string body : {
            R"({"max":1.5})",
            R"({"max":2147483648})",
            R"({"lease_ms":9223372036854776})",
@@ -211,7 +213,7 @@ TEST(TaskBodiesTest, ClaimsAndAcksAreReadTheSameWays) {
     EXPECT_FALSE(ReadClaimBody(body).ok()) << body;
     EXPECT_FALSE(CheckClaim(body)) << "taken by the fast reading: " << body;
   }
-  for (const std::string& body :
+  for (const std::string body :
        {"", "{}", R"({"acks":null})", R"({"acks":[{"id":"a","token":1}],"max":1})"}) {
     EXPECT_FALSE(ReadAcksBody(body).ok()) << body;
     EXPECT_FALSE(CheckAcks(body)) << "taken by the fast reading: " << body;
