@@ -28,7 +28,6 @@ from ._transport import Answer, Request, Transport, parse_urls
 from .lock import Lock
 from .models import (
     JSON,
-    AckItem,
     AckLike,
     AckResult,
     Backoff,

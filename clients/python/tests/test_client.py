@@ -17,10 +17,9 @@ from chronoq import (
     RateLimit,
     StaleToken,
     Target,
-    Task,
     TaskSpec,
 )
-from conftest import FakeTime, InThread, wait_for
+from conftest import FakeTime, InThread
 
 
 def test_enqueue_every_field_and_get(client: Client, q: str) -> None:

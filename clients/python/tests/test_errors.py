@@ -188,8 +188,6 @@ def test_outcome_unknown(fake_node: Callable[..., FakeNode]) -> None:
 
 
 def test_a_non_json_error_page(fake_node: Callable[..., FakeNode]) -> None:
-    import http.server  # noqa: F401
-
     node = fake_node(lambda m, p, b: (502, "bad gateway"))
     with pytest.raises(ChronoqError) as ei:
         Client(node.url, timeout=5).version()
