@@ -80,6 +80,14 @@ struct EngineOptions {
   Duration lookahead = std::chrono::seconds(60);
   size_t max_window_tasks = 1'000'000;
 
+  // A claim waiting for a task due within `claim_ahead` takes it then and is
+  // answered at the task's due time: the commit that records the lease, one
+  // flush of the disk, is done before the task is due, so a flush that
+  // stalls for less than this delays no task. Meanwhile the task is running
+  // (Get shows it, with the due time as its claim time; Cancel and
+  // Reschedule refuse it). 0 to 1 s; zero takes tasks only once they are due.
+  Duration claim_ahead = std::chrono::milliseconds(10);
+
   // Finished tasks are purged at most this many per commit, so a purge never
   // stalls the hot path.
   int purge_chunk = 1000;
@@ -372,7 +380,9 @@ class Engine {
                                Done<LockGrant> done) = 0;
   // Answers every waiting claim at once with no tasks, and every waiting lock
   // acquisition with Unavailable (for a server that is shutting down); later
-  // ones wait as usual.
+  // ones wait as usual. A claim already served ahead (claim_ahead) is
+  // answered at its tasks' due time, or once that much real time has passed
+  // when it comes first (a test clock that does not move).
   virtual void ReleaseWaitingClaims() = 0;
 
   // Returns once everything that was due or submitted before the call has been

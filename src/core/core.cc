@@ -641,8 +641,8 @@ Status Core::PurgeRow(const TaskRow& row) {
 // --- consuming --------------------------------------------------------------
 
 Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Duration lease,
-                                       const std::string& worker) {
-  const Timestamp now = clock_.Now();
+                                       const std::string& worker, Timestamp at) {
+  const Timestamp now = std::max(clock_.Now(), at);
   CHRONOQ_ASSIGN_OR_RETURN(QueueState * q, QueueOf(queue));
   const int64_t qid = q->qid;
   // A paused queue, or one at its concurrency, hands out nothing: the claim
@@ -1009,11 +1009,23 @@ void Core::ServeParked(int64_t qid, std::vector<Op*>& finished) {
   const Timestamp now = clock_.Now();
   while (!list.empty() && CanHandOut(qid, now)) {
     std::optional<Timestamp> due = window_.EarliestDue(qid);
-    if (!due || *due > now) break;
-    ClaimOp* op = list.front();
-    list.pop_front();
+    if (!due || *due > now + options_.claim_ahead) break;
+    // Served ahead, a claim takes the tasks due at `at` and is answered then
+    // (EngineImpl's AnswerTimer), but its commit is done now: a flush of the
+    // disk that stalls for less than claim_ahead delays no task. The first
+    // claim in line that still waits at `at` gets them.
+    const Timestamp at = std::max(*due, now);
+    auto op_at = list.begin();
+    if (at > now) {
+      op_at = std::find_if(list.begin(), list.end(),
+                           [at](const ClaimOp* op) { return op->deadline >= at; });
+      if (op_at == list.end()) break;
+    }
+    ClaimOp* op = *op_at;
+    list.erase(op_at);
     parked_deadlines_.erase({op->deadline, op});
-    op->result = Claim(op->queue, op->max, op->lease, op->worker);
+    op->result = Claim(op->queue, op->max, op->lease, op->worker, at);
+    if (at > now) op->answer_at_ = at;
     finished.push_back(op);
   }
 }
@@ -1133,7 +1145,11 @@ Timestamp Core::NextWake() const {
     auto due = window_.EarliestDue(qid);
     if (!due) continue;
     if (CanHandOut(qid, now)) {
-      wake = std::min(wake, *due);
+      // Served ahead (ServeParked) by a claim that waits until the due
+      // time; when none does, at the due time.
+      const bool waits = std::any_of(list.begin(), list.end(),
+                                     [&](const ClaimOp* op) { return op->deadline >= *due; });
+      wake = std::min(wake, waits ? *due - options_.claim_ahead : *due);
       continue;
     }
     // A paused or full queue is woken by the op that resumes it or by a task

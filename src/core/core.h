@@ -112,6 +112,9 @@ class Op {
   // `commit` is the outcome of the transaction that held the op's writes;
   // when it failed, the op must report that instead of its own result.
   virtual void Finish(const Status& commit) = 0;
+  // When a committed op is to be answered: at once (Timestamp::min()), or,
+  // for a claim served ahead (EngineOptions::claim_ahead), at this instant.
+  virtual Timestamp answer_at() const { return Timestamp::min(); }
 };
 
 // A claim that waits for tasks to become due.
@@ -127,6 +130,7 @@ class ClaimOp : public Op {
         deadline(wait_until),
         cancel(cancel_flag) {}
   bool Run(Core& core) override;
+  Timestamp answer_at() const override { return answer_at_; }
 
   const std::string queue;
   const int max;
@@ -141,6 +145,7 @@ class ClaimOp : public Op {
 
   int64_t qid_ = 0;
   std::list<ClaimOp*>::iterator parked_at_;
+  Timestamp answer_at_ = Timestamp::min();  // served ahead: its tasks' due time
 };
 
 // A lock acquisition that waits for the key to be free: the lock table's
@@ -176,8 +181,10 @@ class Core {
   Result<BulkTally> ApplyBulk(const BulkRequest& request, const std::vector<int64_t>& seqs);
   // The largest seq handed out so far: a bulk job covers the tasks up to it.
   int64_t last_seq() const { return seqs_.last(); }
+  // A claim made at `at` when later than now: a parked claim served ahead
+  // takes the tasks due by then, as it would at that instant.
   Result<std::vector<Lease>> Claim(const std::string& queue, int max, Duration lease,
-                                   const std::string& worker);
+                                   const std::string& worker, Timestamp at = Timestamp::min());
   Status Ack(const std::string& id, uint64_t token);
   // One Status per acknowledgement; the valid ones are written together.
   Result<std::vector<Status>> AckMany(const std::vector<AckRequest>& acks);
@@ -220,7 +227,8 @@ class Core {
                                    const std::vector<QueueSetting>& reset);
   Result<QueueInfo> PauseQueue(const std::string& name, bool paused);
 
-  // Parks `op` until its queue has a due task or its deadline passes.
+  // Parks `op` until its queue has a task due within claim_ahead, or its
+  // deadline passes.
   void Park(ClaimOp* op);
   // Answers every parked claim of `queue` (all queues when empty) with no
   // tasks; TimedWork hands them to the loop to finish.

@@ -214,6 +214,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(EngineOptions options, std::unique_
 
 EngineImpl::EngineImpl(EngineOptions options, std::unique_ptr<Store> store)
     : clock_(options.clock != nullptr ? *options.clock : SystemClock()),
+      answers_(clock_),
       options_(std::move(options)),
       store_(std::move(store)),
       core_(*store_, clock_, options_),
@@ -384,7 +385,14 @@ bool EngineImpl::RunCycle(std::vector<Op*>& batch) {
       needs_reload_ = true;
     }
   }
-  for (Op* op : finished) op->Finish(s);
+  for (Op* op : finished) {
+    // A claim served ahead is answered at its tasks' due time, not before.
+    if (s.ok() && op->answer_at() > clock_.Now()) {
+      answers_.At(op->answer_at(), [op] { op->Finish(Status()); });
+    } else {
+      op->Finish(s);
+    }
+  }
   if (!s.ok() && needs_reload_) AnswerWaitingClaims();
   return s.ok();
 }
@@ -796,6 +804,7 @@ void EngineImpl::ClaimAsync(ClaimRequest request, Done<ClaimAnswer> done) {
 }
 
 void EngineImpl::ReleaseWaitingClaims() {
+  answers_.Hurry();
   CallAsync<bool>(CoreFn<bool>([](Core& core) -> Result<bool> {
                     core.ReleaseParked("");
                     return true;

@@ -24,6 +24,7 @@
 #include "common/mutex.h"
 #include "core/bulk.h"
 #include "core/core.h"
+#include "dispatch/answer_timer.h"
 #include "dispatch/worker_pool.h"
 #include "store/store.h"
 
@@ -173,6 +174,9 @@ class EngineImpl final : public Engine {
   };
 
   Clock& clock_;
+  // Claims served ahead wait here for their instant. Destroyed after the
+  // loop and the worker pools, whose claims it may still answer.
+  AnswerTimer answers_;
   const EngineOptions options_;
   const std::unique_ptr<Store> store_;
   Core core_;  // loop thread only

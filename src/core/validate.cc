@@ -68,6 +68,9 @@ Status ValidateEngineOptions(const EngineOptions& options) {
   if (options.max_window_tasks < 2) {
     return Status::InvalidArgument("max_window_tasks", "must be at least 2");
   }
+  if (options.claim_ahead < Duration::zero() || options.claim_ahead > std::chrono::seconds(1)) {
+    return Status::InvalidArgument("claim_ahead", "must be between 0 and 1 s");
+  }
   if (options.purge_chunk < 1) return Status::InvalidArgument("purge_chunk", "must be positive");
   if (options.bulk_chunk < 1 || options.bulk_chunk > kMaxListLimit) {
     return Status::InvalidArgument("bulk_chunk", "must be between 1 and 1000");

@@ -1,6 +1,8 @@
 // Engine behaviour on a fake clock: the task life cycle, claims and leases,
 // conflicts, batches, the window, retention, recovery and bad input.
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -482,12 +484,114 @@ TEST_F(EngineTest, IdleEngineSleepsWithoutDeadline) {
   EXPECT_EQ(deadlines[0], kForever);
 }
 
-TEST_F(EngineTest, WaitingClaimWakesWhenATaskBecomesDue) {
+// A claim waiting for a task takes it claim_ahead before it is due, so that
+// the commit of its lease is done by then, and is answered at the due time.
+TEST_F(EngineTest, WaitingClaimTakesTheTaskAheadAndIsAnsweredWhenItIsDue) {
+  const Duration ahead = Options().claim_ahead;
+  ASSERT_EQ(ahead, 10ms);
+  const Task t = Add(5s);
+  const Timestamp due = t.run_at;
+  std::atomic<bool> answered{false};
+  Result<std::vector<Lease>> got = std::vector<Lease>();
+  std::thread waiter([&] {
+    got = engine_->Claim("q", 10, 30s, 60s);
+    answered = true;
+  });
+  clock_.AwaitWaiter(due - ahead);  // the loop sleeps until then
+  clock_.Advance(5s - ahead);
+  clock_.AwaitWaiter(due);  // the answer waits for the due time
+  // Committed: the task runs, claimed at its due time, and is the claim's.
+  auto running = engine_->Get(t.id);
+  ASSERT_TRUE(running.ok());
+  EXPECT_EQ(running->state, TaskState::kRunning);
+  ASSERT_EQ(running->attempts.size(), 0u);
+  EXPECT_EQ(engine_->Cancel(t.id).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(answered);  // but not handed out before it is due
+  clock_.Advance(ahead - 1us);
+  engine_->Sync();
+  EXPECT_FALSE(answered);
+  clock_.Advance(1us);
+  waiter.join();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(got->front().id, t.id);
+  EXPECT_EQ(got->front().lease_until, due + 30s);  // from the due time
+  EXPECT_EQ(clock_.Now(), due);
+}
+
+// Only the tasks due at the first due time go: a later one would wait with
+// it and be late, or go early.
+TEST_F(EngineTest, ClaimServedAheadTakesOnlyTheFirstDueTime) {
+  const Task first = Add(5s);
+  const Task second = Add(5s + 5ms);
+  Result<std::vector<Lease>> got = std::vector<Lease>();
+  std::thread waiter([&] { got = engine_->Claim("q", 10, 30s, 60s); });
+  clock_.AwaitWaiter(first.run_at - 10ms);
+  clock_.Advance(5s - 10ms);
+  clock_.AwaitWaiter(first.run_at);
+  clock_.Advance(10ms);
+  waiter.join();
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(got->front().id, first.id);
+  EXPECT_EQ(StateOf(second.id), TaskState::kScheduled);
+}
+
+TEST_F(EngineTest, WaitingClaimWithoutClaimAheadWakesWhenATaskBecomesDue) {
+  EngineOptions o = Options();
+  o.claim_ahead = Duration::zero();
+  engine_.reset();
+  Open(o);
   const Task t = Add(5s);
   Result<std::vector<Lease>> got = std::vector<Lease>();
   std::thread waiter([&] { got = engine_->Claim("q", 1, 30s, 60s); });
   clock_.AwaitWaiter(clock_.Now() + 5s);  // the loop sleeps until the task is due
+  EXPECT_EQ(StateOf(t.id), TaskState::kScheduled);
   clock_.Advance(5s);
+  waiter.join();
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ(got->front().id, t.id);
+}
+
+// A claim whose wait ends before the task is due does not take it: it answers
+// with nothing at its deadline, and the task waits for the next claim.
+TEST_F(EngineTest, ClaimThatStopsWaitingBeforeTheDueTimeIsNotServedAhead) {
+  const Task t = Add(5s);
+  Result<std::vector<Lease>> got = Status::Internal("not run");
+  std::thread waiter([&] { got = engine_->Claim("q", 1, 30s, 5s - 5ms); });
+  clock_.AwaitWaiter(t.run_at - 5ms);  // the loop: the claim's deadline, not before
+  clock_.Advance(5s - 10ms);
+  engine_->Sync();
+  EXPECT_EQ(StateOf(t.id), TaskState::kScheduled);
+  clock_.Advance(5ms);
+  waiter.join();
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->empty());
+  EXPECT_EQ(StateOf(t.id), TaskState::kScheduled);
+}
+
+TEST(EngineClaimAheadTest, OutOfRangeIsRefusedNamingTheField) {
+  test::TempDir dir;
+  EngineOptions o;
+  o.store = dir.File("never.db");
+  o.claim_ahead = -1us;
+  EXPECT_EQ(Engine::Open(o).status().field(), "claim_ahead");
+  o.claim_ahead = 1s + 1us;
+  EXPECT_EQ(Engine::Open(o).status().field(), "claim_ahead");
+  EXPECT_FALSE(std::filesystem::exists(dir.File("never.db")));
+}
+
+// An engine stopped while an answer waits for its due time still gives it,
+// then (on the fake clock, which does not move) after that much real time.
+TEST_F(EngineTest, StoppingEngineStillAnswersAClaimServedAhead) {
+  const Task t = Add(5s);
+  Result<std::vector<Lease>> got = std::vector<Lease>();
+  std::thread waiter([&] { got = engine_->Claim("q", 1, 30s, 60s); });
+  clock_.AwaitWaiter(t.run_at - 10ms);
+  clock_.Advance(5s - 10ms);
+  clock_.AwaitWaiter(t.run_at);
+  engine_.reset();
   waiter.join();
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 1u);
