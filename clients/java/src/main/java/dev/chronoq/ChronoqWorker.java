@@ -596,11 +596,14 @@ public final class ChronoqWorker implements AutoCloseable {
                 while (!flusherStop && !anyOutcomes()) waitOn(outcomeSignal, 200);
             }
             if (flusherStop) return;
-            try {
-                Thread.sleep(Math.max(1, linger.toMillis() << Math.min(errors, 10)));
-            } catch (InterruptedException e) {
-                return;
+            // The linger, cut short only by close() (which sends what is left itself).
+            long end = System.nanoTime() + Math.max(1, linger.toMillis() << Math.min(errors, 10)) * 1_000_000L;
+            synchronized (outcomeSignal) {
+                for (long left; !flusherStop && (left = end - System.nanoTime()) > 0; ) {
+                    waitOn(outcomeSignal, Math.max(1, left / 1_000_000L));
+                }
             }
+            if (flusherStop) return;
             errors = flushOnce() ? 0 : errors + 1;
         }
     }
