@@ -386,9 +386,11 @@ bool EngineImpl::RunCycle(std::vector<Op*>& batch) {
     }
   }
   for (Op* op : finished) {
-    // A claim served ahead is answered at its tasks' due time, not before.
-    if (s.ok() && op->answer_at() > clock_.Now()) {
-      answers_.At(op->answer_at(), [op] { op->Finish(Status()); });
+    // A claim served ahead is answered at its tasks' due time, not before
+    // (the clock is read only for such a claim, not for every op).
+    if (const Timestamp at = op->answer_at();
+        s.ok() && at != Timestamp::min() && at > clock_.Now()) {
+      answers_.At(at, [op] { op->Finish(Status()); });
     } else {
       op->Finish(s);
     }
