@@ -163,6 +163,15 @@ const std::vector<Setting>& Table() {
                "none",
        .min = 0,
        .max = kMaxAttemptHistory},
+      {.key = "claim-ahead-ms",
+       .flag = "--claim-ahead-ms",
+       .env = "CHRONOQ_CLAIM_AHEAD_MS",
+       .field = &C::claim_ahead_ms,
+       .help = "a waiting claim takes a task this long before it is due and answers at the "
+               "due time, so a slow disk flush delays no task (the task shows as running "
+               "meanwhile); 0 takes tasks only once due",
+       .min = 0,
+       .max = 1000},
       {.key = "test-clock",
        .flag = "--test-clock",
        .env = "CHRONOQ_TEST_CLOCK",

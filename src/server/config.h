@@ -59,6 +59,7 @@ struct DaemonConfig {
   int idle_timeout_ms = 120'000;
   int stats_interval_ms = 10'000;
   int attempt_history = kDefaultAttemptHistory;
+  int claim_ahead_ms = 10;
   bool test_clock = false;
   std::string tls_cert;
   std::string tls_key;

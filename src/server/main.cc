@@ -5,7 +5,8 @@
 //            [--store postgresql://USER@HOST/DB?schema=NAME] [--tls-cert FILE --tls-key FILE]
 //            [--cluster [--node-id ID] [--advertise http://HOST:PORT]
 //             [--cluster-token-file FILE] [--heartbeat-ms 500] [--lease-ms 3000]]
-//            [--attempt-history 10] [--config FILE] [--print-config] [--check-config]
+//            [--attempt-history 10] [--claim-ahead-ms 10] [--config FILE] [--print-config]
+//            [--check-config]
 //
 // Every flag has an environment variable and a key of the TOML --config
 // file (CHRONOQ_CONFIG), all named in one table (server/config.h); a flag
@@ -372,6 +373,7 @@ int RunClusterNode(const server::DaemonConfig& config, Startup& startup, sigset_
   node_options.webhooks = startup.webhooks;
   node_options.stats_interval = std::chrono::milliseconds(config.stats_interval_ms);
   node_options.engine.attempt_history = config.attempt_history;
+  node_options.engine.claim_ahead = std::chrono::milliseconds(config.claim_ahead_ms);
   node_options.run_blocking = [&blocking](std::function<void()> fn) {
     boost::asio::post(blocking, std::move(fn));
   };
@@ -466,6 +468,7 @@ int main(int argc, char** argv) {
   engine_options.clock = &clock;
   engine_options.store = startup->engine_store;
   engine_options.attempt_history = config.attempt_history;
+  engine_options.claim_ahead = std::chrono::milliseconds(config.claim_ahead_ms);
   engine_options.node = config.node_id;  // attempts name no node without --node-id
   auto engine = Engine::Open(engine_options);
   if (!engine.ok()) return Fail(engine.status());

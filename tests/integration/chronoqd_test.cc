@@ -84,6 +84,57 @@ TEST_F(ChronoqdTest, LongPollIsAnsweredWhenATaskIsEnqueued) {
   EXPECT_EQ(got["tasks"][0]["id"], "j1");
 }
 
+// --claim-ahead-ms reaches the engine: a long poll takes a task that long
+// before it is due (the loop waits until then) and is answered at the due
+// time; with 0 the loop waits until the due time and the task stays
+// scheduled until then. On the test clock, so nothing waits for real time.
+class ChronoqdClaimAheadTest : public test::ChronoqdFixture,
+                               public ::testing::WithParamInterface<int> {};
+
+TEST_P(ChronoqdClaimAheadTest, ALongPollTakesTheTaskThatLongBeforeItIsDue) {
+  const int ahead_ms = GetParam();
+  Launch({"--test-clock", "--claim-ahead-ms", std::to_string(ahead_ms)});
+  HttpResponse r = Send("POST", "/v1/tasks", R"({"queue":"jobs","id":"j1","delay_ms":1000})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  const std::string due = Json(r)["run_at"];
+  Result<Timestamp> due_at = ParseTime(due);
+  ASSERT_THAT(due_at, IsOk());
+  const std::string wake = FormatTime(*due_at - std::chrono::milliseconds(ahead_ms));
+  std::atomic<bool> answered{false};
+  json got;
+  std::thread worker([&] {
+    auto c = Client();
+    auto claim = c->Send("POST", "/v1/queues/jobs/claim", R"({"wait_ms":60000})", {});
+    if (claim.ok()) got = Json(*claim);
+    answered = true;
+  });
+  // The loop waits until the task is due less claim-ahead-ms.
+  const bool armed = test::Eventually(
+      [&] {
+        const json clock = Json(Send("GET", "/v1/test/clock"));  // kept: the loop reads it
+        for (const json& w : clock["waits"]) {
+          if (w == wake) return true;
+        }
+        return false;
+      },
+      "the engine loop to wait until " + wake);
+  EXPECT_TRUE(armed);
+  if (armed) {
+    ASSERT_EQ(Send("POST", "/v1/test/clock", json{{"advance_ms", 999}}.dump()).status, 200);
+    EXPECT_EQ(Json(Send("GET", "/v1/tasks/j1"))["state"], ahead_ms > 0 ? "running" : "scheduled");
+    EXPECT_FALSE(answered);  // not handed out before it is due
+  }
+  // To the due time (all of it when the wait was not seen: the worker must end).
+  ASSERT_EQ(Send("POST", "/v1/test/clock", json{{"advance_ms", armed ? 1 : 1000}}.dump()).status,
+            200);
+  worker.join();
+  ASSERT_EQ(got["tasks"].size(), 1u) << got.dump();
+  EXPECT_EQ(got["tasks"][0]["id"], "j1");
+  EXPECT_EQ(got["tasks"][0]["run_at"], due);
+}
+
+INSTANTIATE_TEST_SUITE_P(AheadMs, ChronoqdClaimAheadTest, ::testing::Values(10, 0));
+
 TEST_F(ChronoqdTest, LapsedLeaseIsRedeliveredAndTheOldTokenIsStale) {
   Launch();
   ASSERT_EQ(Send("POST", "/v1/tasks", R"({"queue":"q","id":"t"})").status, 201);
