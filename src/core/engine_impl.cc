@@ -602,7 +602,8 @@ namespace {
 // The first seq created at or after `t` (seqs carry their creation
 // millisecond, task_id.h).
 int64_t FirstSeqAt(Timestamp t) {
-  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const int64_t us =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
   const int64_t ms = us / 1000 + (us % 1000 > 0 ? 1 : 0);  // up to the next whole millisecond
   if (ms <= 0) return 0;
   if (ms >= (INT64_MAX >> kSeqCounterBits)) return INT64_MAX;
@@ -631,11 +632,12 @@ Status EngineImpl::NarrowToIds(const ListRequest& request, Store::ListQuery& q) 
   }
   const std::string_view hex = std::string_view(prefix).substr(1);
   constexpr size_t kDigits = 16;
-  if (hex.size() > kDigits ||
-      hex.find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+  if (hex.size() > kDigits || hex.find_first_not_of("0123456789abcdef") != std::string_view::npos) {
     return Status::InvalidArgument(
-        "id_prefix", "starts with \"_\" (a generated id: \"_\" and 16 lowercase hex digits) "
-                     "but no generated id starts with \"" + prefix + "\"");
+        "id_prefix",
+        "starts with \"_\" (a generated id: \"_\" and 16 lowercase hex digits) "
+        "but no generated id starts with \"" +
+            prefix + "\"");
   }
   // "_0a1" covers seqs 0x0a10...0 to 0x0a1f...f.
   const int shift = static_cast<int>(4 * (kDigits - hex.size()));

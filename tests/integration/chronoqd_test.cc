@@ -213,9 +213,9 @@ TEST_F(ChronoqdTest, TheDashboardIsServedWithoutTheToken) {
   EXPECT_THAT(js.body, ::testing::HasSubstr("import { overviewPage } from \"./overview.js\""));
   // Every module app.js imports is served (the token lives in api.js).
   EXPECT_THAT(Send("GET", "/ui/api.js").body, ::testing::HasSubstr("sessionStorage"));
-  for (const char* module : {"overview.js", "queue.js", "tasks.js", "task.js", "schedules.js",
-                             "locks.js", "dom.js", "format.js", "actions.js", "charts.js",
-                             "cron_words.js"}) {
+  for (const char* module :
+       {"overview.js", "queue.js", "tasks.js", "task.js", "schedules.js", "locks.js", "dom.js",
+        "format.js", "actions.js", "charts.js", "cron_words.js"}) {
     HttpResponse m = Send("GET", std::string("/ui/") + module);
     EXPECT_EQ(m.status, 200) << module;
     EXPECT_EQ(m.Header("Content-Type"), "text/javascript; charset=utf-8") << module;
