@@ -1572,6 +1572,44 @@ TEST_P(StoreConformanceTest, KeyHeadsAfterAPlaceStartRightAfterIt) {
   EXPECT_TRUE(KeyHeadSeqs(Queue("other"), "k").empty());
 }
 
+// Tasks of a key that a claim took are not waiting to start, wherever
+// they lie in the key's line and however many of them a read meets: a read
+// of `limit` finds the first `limit` that wait, in the claim's transaction,
+// after it committed and after a restart. (PostgreSQL's claims leave their
+// rows scheduled, in its journal: its KeyHeads leaves them out from memory
+// and reads on past them.)
+TEST_P(StoreConformanceTest, KeyHeadsReadPastTasksThatStarted) {
+  const int64_t q = Queue("q");
+  for (int64_t seq = 1; seq <= 7; ++seq) InsertCommitted(KeyedScheduled(seq, q, kBase));
+  auto claim = [&](std::vector<int64_t> seqs) {
+    Result<std::vector<TaskRow>> rows =
+        store_->MarkRunningMany(seqs, kNow + seconds(30), 1, kNow, "w", "");
+    ASSERT_THAT(rows, IsOk());
+    ASSERT_EQ(rows->size(), seqs.size());
+  };
+  auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    EXPECT_EQ(KeyHeadSeqs(q, "k", std::nullopt, 1), std::vector<int64_t>{1});
+    EXPECT_EQ(KeyHeadSeqs(q, "k", std::nullopt, 2), (std::vector<int64_t>{1, 5}));
+    EXPECT_EQ(KeyHeadSeqs(q, "k", std::nullopt, 3), (std::vector<int64_t>{1, 5, 7}));
+    EXPECT_EQ(KeyHeadSeqs(q, "k", std::nullopt, 10), (std::vector<int64_t>{1, 5, 7}));
+    EXPECT_EQ(KeyHeadSeqs(q, "k", KeyPosition{kBase, 0, 1}, 1), std::vector<int64_t>{5});
+    EXPECT_EQ(KeyHeadSeqs(q, "k", KeyPosition{kBase, 0, 5}, 5), std::vector<int64_t>{7});
+    EXPECT_THAT(store_->CountKeyPending(q, "k", std::nullopt), test::IsOkAndHolds(3));
+  };
+  ASSERT_THAT(store_->Begin(), IsOk());
+  claim({2, 3, 4});
+  claim({6});
+  check("in the claims' transaction");
+  ASSERT_THAT(store_->Commit(), IsOk());
+  check("after the commit");
+  Reopen();
+  check("after a restart");
+  // Finished: still not waiting.
+  Committed([&] { ASSERT_THAT(store_->MarkSucceeded({2, 3, 4, 6}, kNow, kNow), IsOk()); });
+  check("after their acknowledgement");
+}
+
 // One (queue, key) per keyed task waiting to retry: scheduled with
 // attempt > 0. Not the ones waiting to start, running or finished, nor
 // unkeyed ones.

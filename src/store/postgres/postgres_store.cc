@@ -511,10 +511,17 @@ constexpr Sql kNextPurge{"next_purge", "SELECT least((SELECT " CHRONOQ_PG_BUCKET
 // A keyed task waits to start when scheduled with attempt 0; then korder =
 // due. tasks_korder ends with seq, so "after (korder, prio, seq)" is one
 // range (SQLite needs two searches, seq being its rowid).
+//
+// Journaled tasks (running, their rows still scheduled) are left out by
+// KeyHeads from memory (journaled_), not here: a NOT EXISTS over `claims`
+// per row read walked that table's pages, which a drain fills with the
+// dead versions of its claims' records, so a read of 129 rows took ~0.4 ms
+// of the server's time instead of ~0.2 ms (W6 keyed: 600 reads, 235 ms of
+// a 1.1 s drain).
 constexpr Sql kKeyHeads{"key_heads",
-                        "SELECT seq, qid, due, prio FROM tasks t WHERE qid=$1 AND key=$2"
+                        "SELECT seq, qid, due, prio, korder FROM tasks t WHERE qid=$1 AND key=$2"
                         " AND (korder, prio, seq) > ($3, $4, $5) AND state=0 AND attempt=0"
-                        " AND " CHRONOQ_PG_NOT_JOURNALED " ORDER BY korder, prio, seq LIMIT $6"};
+                        " ORDER BY korder, prio, seq LIMIT $6"};
 constexpr Sql kKeyPending{"key_pending",
                           "SELECT count(*) FROM tasks t WHERE qid=$1 AND key=$2"
                           " AND (korder, prio, seq) > ($3, $4, $5) AND state=0 AND attempt=0 "
@@ -1313,13 +1320,25 @@ class PostgresStore final : public Store {
   Result<std::vector<DueEntry>> KeyHeads(int64_t qid, const std::string& key,
                                          const std::optional<KeyPosition>& after,
                                          int limit) override {
-    CHRONOQ_ASSIGN_OR_RETURN(const KeyPosition from, KeySearchStart(qid, key, after));
-    Params p;
-    AppendKeySearch(p, qid, key, from);
-    CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kKeyHeads, p.Int(limit), "key heads"));
+    CHRONOQ_RETURN_IF_ERROR(LoadJournal());
+    CHRONOQ_ASSIGN_OR_RETURN(KeyPosition from, KeySearchStart(qid, key, after));
     std::vector<DueEntry> out;
-    out.reserve(static_cast<size_t>(r.size()));
-    for (int i = 0; i < r.size(); ++i) out.push_back(DueAt(r, i));
+    // Journaled rows are skipped; a read they shortened goes on after its
+    // last row. (A key's journaled tasks lie at or before its cursor, as a
+    // rule, so this reads once.)
+    while (static_cast<int>(out.size()) < limit) {
+      const int asked = limit - static_cast<int>(out.size());
+      Params p;
+      AppendKeySearch(p, qid, key, from);
+      CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kKeyHeads, p.Int(asked), "key heads"));
+      for (int i = 0; i < r.size(); ++i) {
+        if (!journaled_.contains(r.Int(i, 0))) out.push_back(DueAt(r, i));
+      }
+      if (r.size() < asked) break;
+      const int last = r.size() - 1;
+      from = KeyPosition{FromMicros(r.Int(last, 4)), static_cast<int>(r.Int(last, 3)),
+                         r.Int(last, 0)};
+    }
     return out;
   }
   Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
