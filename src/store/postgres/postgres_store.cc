@@ -330,6 +330,7 @@ ScheduleRow ScheduleAt(const Rows& rows, int i) {
 // Parameters whose type PostgreSQL cannot tell from where they first appear
 // (IS NULL, CASE conditions) carry a cast.
 
+constexpr Sql kBegin{"begin", "BEGIN"};
 constexpr Sql kQueueId{"queue_id", "SELECT qid FROM queues WHERE name = $1"};
 constexpr Sql kQueueAdd{"queue_add", "INSERT INTO queues(name) VALUES($1) RETURNING qid"};
 constexpr Sql kQueues{"queues",
@@ -610,7 +611,7 @@ constexpr const Sql* kWriterStatements[] = {
     &kSchedulesList,    &kLockSave,         &kLockDelete,       &kLocks,            &kInsertKeyed,
     &kMarkSucceededRun, &kJournalClaim,     &kJournalClaimRun,  &kJournalAck,       &kJournalAckRun,
     &kSettle,           &kSettleAll,        &kJournalLoad,      &kJournalPrune,     &kJournalLastId,
-    &kJournalClaimRanges, &kJournalAckRanges,
+    &kJournalClaimRanges, &kJournalAckRanges, &kBegin,
 };
 // clang-format on
 
@@ -954,7 +955,11 @@ class PostgresStore final : public Store {
 
   Status Begin() override {
     CHRONOQ_RETURN_IF_ERROR(EnsureWriter());
-    if (!leadership_) return writer_.Run("BEGIN", "begin");
+    // Sent, not waited for: its answer comes back with the transaction's
+    // first statement that is read (a cycle's claim, or its COMMIT), one
+    // round trip fewer per cycle (W6 keyed: 500 cycles in a row, each
+    // waiting for the one before).
+    if (!leadership_) return writer_.Send(kBegin, Params(), "begin");
     // The fence, in the same round trip as BEGIN: the epoch read under a
     // share lock, so a takeover's epoch bump waits for this transaction to
     // end, and any later transaction of ours sees the new epoch.
