@@ -661,16 +661,21 @@ Result<std::vector<Lease>> Core::Claim(const std::string& queue, int max, Durati
     CHRONOQ_RETURN_IF_ERROR(UntakeHeads(heads));
     return failed;
   };
+  std::vector<Keys::iterator> read_later;  // full keys whose next head must be read
   while (static_cast<int64_t>(keys.size()) < room) {
     std::optional<Window::Key> key = window_.PopDue(qid, now);
     if (!key) break;
-    Result<std::optional<Keys::iterator>> head = TakeHead(*key, now);
+    Result<std::optional<Keys::iterator>> head = TakeHead(*key, now, &read_later);
     if (!head.ok()) return restore(head.status());  // TakeHead put its own entry back
     keys.push_back(*key);
     took_head.push_back(head->has_value());
     if (*head) heads.push_back(**head);
   }
   if (keys.empty()) return std::vector<Lease>();
+  // Still before the claim's statement, as TakeHead's own reads.
+  if (!read_later.empty()) {
+    if (Status s = RefetchHeads(read_later, now); !s.ok()) return restore(s);
+  }
   // One token for the whole claim: it still only grows, and each task's
   // current holder is told apart from any earlier one (see lease_table.h).
   const uint64_t token = next_token_++;

@@ -401,8 +401,15 @@ class Core {
   Status KeyedLeft(int64_t qid, const std::string& key, int64_t seq);
   // The claim being built popped window entry `entry`. When it is a key's
   // head, the head takes a place and the next one is queued at `now` (it
-  // can join the same claim); returns that key, else nullopt.
-  Result<std::optional<Keys::iterator>> TakeHead(const Window::Key& entry, Timestamp now);
+  // can join the same claim); returns that key, else nullopt. With
+  // `read_later`, a key that is full and must read its next head from the
+  // store is added there instead, for the claim to read with RefetchHeads.
+  Result<std::optional<Keys::iterator>> TakeHead(const Window::Key& entry, Timestamp now,
+                                                 std::vector<Keys::iterator>* read_later = nullptr);
+  // RefetchHead for each of `keys`, in one store call (KeyHeadsOf).
+  Status RefetchHeads(const std::vector<Keys::iterator>& keys, Timestamp turn);
+  // The head and `ahead` of a key from a read of its store index.
+  Status Refetched(Keys::iterator it, const std::vector<DueEntry>& rows, Timestamp turn);
   // Undoes TakeHead for a claim whose statement failed.
   Status UntakeHeads(const std::vector<Keys::iterator>& taken);
   // A started task of the key finished (or was replaced): its place is free.

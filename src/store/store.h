@@ -259,6 +259,27 @@ class Store {
   virtual Result<std::vector<DueEntry>> KeyHeads(int64_t qid, const std::string& key,
                                                  const std::optional<KeyPosition>& after,
                                                  int limit) = 0;
+  // One key's read for KeyHeadsOf: as KeyHeads(qid, *key, after, limit).
+  struct KeyRead {
+    int64_t qid = 0;
+    const std::string* key = nullptr;
+    std::optional<KeyPosition> after;
+    int limit = 0;
+  };
+  // KeyHeads for several keys at once: one answer per read, in their order.
+  // The engine asks so when many keys need their next tasks in one claim (a
+  // drain of keys in step). A store whose reads are round trips does them
+  // in one; the default reads them one by one.
+  virtual Result<std::vector<std::vector<DueEntry>>> KeyHeadsOf(const std::vector<KeyRead>& reads) {
+    std::vector<std::vector<DueEntry>> out;
+    out.reserve(reads.size());
+    for (const KeyRead& r : reads) {
+      CHRONOQ_ASSIGN_OR_RETURN(std::vector<DueEntry> rows,
+                               KeyHeads(r.qid, *r.key, r.after, r.limit));
+      out.push_back(std::move(rows));
+    }
+    return out;
+  }
   // How many tasks of `key` in queue `qid` wait to start after `after` (else
   // after the saved cursor).
   virtual Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,

@@ -496,6 +496,66 @@ TEST_F(EngineKeyTest, ReadsThatGrowKeepTheOrderAsTasksComeAndGo) {
   EXPECT_GT(steps, 400);
 }
 
+// Keys drained in step use up what they read ahead in the same claim, which
+// then reads all their next tasks at once (Core::RefetchHeads; one
+// statement on PostgreSQL). Each claim must still hand out the first tasks
+// of every key, as many as it has places, in order, as tasks come and go:
+// with one place per key (the claim reads for full keys together) and with
+// two (the first take of a key reads at once, for the second to join).
+TEST_F(EngineKeyTest, KeysDrainedInStepReadTheirNextTasksTogether) {
+  const Timestamp base = clock_.Now() - 1000s;
+  const std::vector<std::string> names = {"a", "b", "c", "d", "e", "f"};
+  // key -> (run_at, enqueue order) -> id
+  std::map<std::string, std::map<std::pair<Timestamp, int>, std::string>> model;
+  int enqueued = 0;
+  auto add = [&](const std::string& key, Timestamp at) {
+    const std::string id = key + std::to_string(enqueued);
+    AddAt(key, id, at);
+    model[key].emplace(std::make_pair(at, enqueued++), id);
+  };
+  std::mt19937 rng(20261207);
+  std::uniform_int_distribution<int> ms(0, 200'000);
+  std::uniform_int_distribution<int> what(0, 9);
+  for (const int places : {1, 2}) {
+    SCOPED_TRACE("max_in_flight_per_key " + std::to_string(places));
+    QueueSettings settings;
+    settings.max_in_flight_per_key = places;
+    Configure(settings);
+    for (int i = 0; i < 70; ++i) {
+      for (size_t k = 0; k < names.size(); ++k)
+        add(names[k], base + (i * 6 + static_cast<int>(k)) * 1s);
+    }
+    int steps = 0;
+    for (;;) {
+      std::vector<Lease> got = ClaimAll();
+      std::map<std::string, std::vector<std::string>> by_key;
+      for (const Lease& l : got) by_key[l.key].push_back(l.id);
+      for (auto& [key, line] : model) {
+        std::vector<std::string> first;
+        for (auto it = line.begin(); it != line.end() && static_cast<int>(first.size()) < places;
+             ++it) {
+          first.push_back(it->second);
+        }
+        ASSERT_EQ(by_key[key], first) << "key " << key << ", step " << steps;
+        for (size_t i = 0; i < first.size(); ++i) line.erase(line.begin());
+      }
+      AckAll(got);
+      ++steps;
+      const int w = what(rng);
+      const std::string& key = names[rng() % names.size()];
+      if (w < 3) add(key, base + std::chrono::milliseconds(ms(rng)));  // anywhere in the line
+      if (w == 3 && model[key].size() > 1) {                           // one waiting task goes
+        auto victim = std::next(model[key].begin(), static_cast<long>(rng() % model[key].size()));
+        ASSERT_TRUE(engine_->Cancel(victim->second).ok()) << victim->second;
+        model[key].erase(victim);
+      }
+      if (got.empty()) break;
+    }
+    for (const auto& [key, line] : model) EXPECT_TRUE(line.empty()) << key;
+    EXPECT_GT(steps, 70 / places);
+  }
+}
+
 // A key read after a restart has no cursor in memory (its reads start from
 // the saved one): a task arriving behind its head must not give it one past
 // the tasks in between.

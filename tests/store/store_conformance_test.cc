@@ -1610,6 +1610,56 @@ TEST_P(StoreConformanceTest, KeyHeadsReadPastTasksThatStarted) {
   check("after their acknowledgement");
 }
 
+// KeyHeadsOf answers each read as KeyHeads would, in the reads' order:
+// reads from a place and from the saved cursor, of several keys and queues,
+// the same key twice, a key with nothing waiting, and reads that claimed
+// tasks shorten (PostgreSQL reads on past them).
+TEST_P(StoreConformanceTest, KeyHeadsOfAnswersEachReadAsKeyHeads) {
+  const int64_t q = Queue("q");
+  const int64_t other = Queue("other");
+  auto keyed = [&](int64_t seq, int64_t qid, const std::string& key, Timestamp due) {
+    TaskRow r = KeyedScheduled(seq, qid, due);
+    r.key = key;
+    return r;
+  };
+  for (int64_t i = 0; i < 6; ++i) {
+    InsertCommitted(keyed(1 + i, q, "a", kBase + seconds(i)));
+    InsertCommitted(keyed(11 + i, q, "b", kBase + seconds(10 - i)));  // in reverse of seq
+    InsertCommitted(keyed(21 + i, other, "a", kBase + seconds(i)));
+  }
+  Committed([&] {
+    ASSERT_THAT(store_->SaveKeyCursor(q, "b", KeyPosition{kBase + seconds(8), 0, 13}), IsOk());
+    // Claimed: a's 2 and 3, other's 22.
+    ASSERT_THAT(store_->MarkRunningMany({2, 3, 22}, kNow + seconds(30), 1, kNow, "w", ""), IsOk());
+  });
+  const std::string a = "a", b = "b", none = "none";
+  const KeyPosition start{Timestamp::min(), std::numeric_limits<int>::min(), 0};
+  const std::vector<Store::KeyRead> reads = {
+      {q, &a, start, 2},                          // 1, then past 2 and 3: 4
+      {q, &b, std::nullopt, 10},                  // from the saved cursor: 12, 11
+      {other, &a, KeyPosition{kBase, 0, 21}, 3},  // past 22: 23, 24, 25
+      {q, &none, start, 5},
+      {q, &a, KeyPosition{kBase + seconds(3), 0, 4}, 1},  // 5
+      {q, &b, start, 1},                                  // 16
+  };
+  Result<std::vector<std::vector<DueEntry>>> got = store_->KeyHeadsOf(reads);
+  ASSERT_THAT(got, IsOk());
+  ASSERT_EQ(got->size(), reads.size());
+  const std::vector<std::vector<int64_t>> want = {{1, 4}, {12, 11}, {23, 24, 25}, {}, {5}, {16}};
+  for (size_t i = 0; i < reads.size(); ++i) {
+    std::vector<int64_t> seqs;
+    for (const DueEntry& e : (*got)[i]) seqs.push_back(e.seq);
+    EXPECT_EQ(seqs, want[i]) << "read " << i;
+    EXPECT_EQ(seqs, KeyHeadSeqs(reads[i].qid, *reads[i].key, reads[i].after, reads[i].limit))
+        << "read " << i;
+  }
+  EXPECT_EQ((*got)[0][1].due, kBase + seconds(3));
+  EXPECT_EQ((*got)[0][1].qid, q);
+  Result<std::vector<std::vector<DueEntry>>> no_reads = store_->KeyHeadsOf({});
+  ASSERT_THAT(no_reads, IsOk());
+  EXPECT_TRUE(no_reads->empty());
+}
+
 // One (queue, key) per keyed task waiting to retry: scheduled with
 // attempt > 0. Not the ones waiting to start, running or finished, nor
 // unkeyed ones.

@@ -89,6 +89,10 @@ class FaultyStore final : public Store {
                                          int limit) override {
     return inner_->KeyHeads(qid, key, after, limit);
   }
+  Result<std::vector<std::vector<DueEntry>>> KeyHeadsOf(
+      const std::vector<KeyRead>& reads) override {
+    return inner_->KeyHeadsOf(reads);
+  }
   Result<int64_t> CountKeyPending(int64_t qid, const std::string& key,
                                   const std::optional<KeyPosition>& after) override {
     return inner_->CountKeyPending(qid, key, after);

@@ -53,6 +53,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -523,6 +524,20 @@ constexpr Sql kKeyHeads{"key_heads",
                         "SELECT seq, qid, due, prio, korder FROM tasks t WHERE qid=$1 AND key=$2"
                         " AND (korder, prio, seq) > ($3, $4, $5) AND state=0 AND attempt=0"
                         " ORDER BY korder, prio, seq LIMIT $6"};
+// kKeyHeads for several keys in one statement (KeyHeadsOf): the reads as
+// arrays ($1-$6: qid, key, korder, prio, seq, limit), each one index range
+// of tasks_korder, the rows tagged with their read's number. KeyHeadsOf
+// puts each read's rows in order: an ORDER BY here was a quarter of the
+// statement's time (100 reads of 129 rows: 10.8 ms against 8.3 ms).
+constexpr Sql kKeyHeadsOf{
+    "key_heads_of",
+    "SELECT r.i, t.seq, t.qid, t.due, t.prio, t.korder"
+    " FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::integer[], $5::bigint[],"
+    "  $6::integer[]) WITH ORDINALITY AS r(qid, key, korder, prio, seq, lim, i)"
+    " CROSS JOIN LATERAL (SELECT seq, qid, due, prio, korder FROM tasks"
+    "  WHERE qid=r.qid AND key=r.key COLLATE \"C\""
+    "  AND (korder, prio, seq) > (r.korder, r.prio, r.seq) AND state=0 AND attempt=0"
+    "  ORDER BY korder, prio, seq LIMIT r.lim) t"};
 constexpr Sql kKeyPending{"key_pending",
                           "SELECT count(*) FROM tasks t WHERE qid=$1 AND key=$2"
                           " AND (korder, prio, seq) > ($3, $4, $5) AND state=0 AND attempt=0 "
@@ -611,7 +626,7 @@ constexpr const Sql* kWriterStatements[] = {
     &kSchedulesList,    &kLockSave,         &kLockDelete,       &kLocks,            &kInsertKeyed,
     &kMarkSucceededRun, &kJournalClaim,     &kJournalClaimRun,  &kJournalAck,       &kJournalAckRun,
     &kSettle,           &kSettleAll,        &kJournalLoad,      &kJournalPrune,     &kJournalLastId,
-    &kJournalClaimRanges, &kJournalAckRanges, &kBegin,
+    &kJournalClaimRanges, &kJournalAckRanges, &kBegin, &kKeyHeadsOf,
 };
 // clang-format on
 
@@ -1328,21 +1343,61 @@ class PostgresStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(LoadJournal());
     CHRONOQ_ASSIGN_OR_RETURN(KeyPosition from, KeySearchStart(qid, key, after));
     std::vector<DueEntry> out;
-    // Journaled rows are skipped; a read they shortened goes on after its
-    // last row. (A key's journaled tasks lie at or before its cursor, as a
-    // rule, so this reads once.)
-    while (static_cast<int>(out.size()) < limit) {
-      const int asked = limit - static_cast<int>(out.size());
-      Params p;
-      AppendKeySearch(p, qid, key, from);
-      CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kKeyHeads, p.Int(asked), "key heads"));
-      for (int i = 0; i < r.size(); ++i) {
-        if (!journaled_.contains(r.Int(i, 0))) out.push_back(DueAt(r, i));
+    CHRONOQ_RETURN_IF_ERROR(ReadKeyHeads(qid, key, from, limit, out));
+    return out;
+  }
+  Result<std::vector<std::vector<DueEntry>>> KeyHeadsOf(
+      const std::vector<KeyRead>& reads) override {
+    CHRONOQ_RETURN_IF_ERROR(LoadJournal());
+    std::vector<std::vector<DueEntry>> out(reads.size());
+    // Reads from a place go in one statement; a read from the saved cursor
+    // (none in memory) reads it first, alone.
+    std::vector<size_t> batch;
+    std::vector<int64_t> qids, korders, prios, seqs, limits;
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < reads.size(); ++i) {
+      const KeyRead& r = reads[i];
+      if (!r.after) {
+        CHRONOQ_ASSIGN_OR_RETURN(out[i], KeyHeads(r.qid, *r.key, std::nullopt, r.limit));
+        continue;
       }
-      if (r.size() < asked) break;
-      const int last = r.size() - 1;
-      from = KeyPosition{FromMicros(r.Int(last, 4)), static_cast<int>(r.Int(last, 3)),
-                         r.Int(last, 0)};
+      batch.push_back(i);
+      qids.push_back(r.qid);
+      keys.push_back(*r.key);
+      korders.push_back(Micros(r.after->at));
+      prios.push_back(r.after->priority);
+      seqs.push_back(r.after->seq);
+      limits.push_back(r.limit);
+    }
+    if (batch.empty()) return out;
+    Params p;
+    p.Ints(qids).Texts(keys).Ints(korders).Ints(prios).Ints(seqs).Ints(limits);
+    CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kKeyHeadsOf, p, "key heads"));
+    // Each read's rows as (korder, prio, seq, row), put in order here.
+    using Met = std::tuple<int64_t, int64_t, int64_t, int>;
+    std::vector<std::vector<Met>> met(batch.size());
+    for (int row = 0; row < r.size(); ++row) {
+      met[static_cast<size_t>(r.Int(row, 0) - 1)].emplace_back(r.Int(row, 5), r.Int(row, 4),
+                                                               r.Int(row, 1), row);
+    }
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const KeyRead& read = reads[batch[b]];
+      std::vector<DueEntry>& rows = out[batch[b]];
+      std::sort(met[b].begin(), met[b].end());
+      for (const auto& [korder, prio, seq, row] : met[b]) {
+        if (journaled_.contains(seq)) continue;
+        rows.push_back(
+            DueEntry{seq, r.Int(row, 2), FromMicros(r.Int(row, 3)), static_cast<int>(prio)});
+      }
+      // A read that journaled rows shortened goes on alone after its last row.
+      if (static_cast<int>(met[b].size()) < read.limit ||
+          static_cast<int>(rows.size()) >= read.limit) {
+        continue;
+      }
+      const auto& [korder, prio, seq, row] = met[b].back();
+      CHRONOQ_RETURN_IF_ERROR(ReadKeyHeads(
+          read.qid, *read.key, KeyPosition{FromMicros(korder), static_cast<int>(prio), seq},
+          read.limit, rows));
     }
     return out;
   }
@@ -1996,6 +2051,27 @@ class PostgresStore final : public Store {
       }
     }
     return after.value_or(KeyPosition{Timestamp::min(), std::numeric_limits<int>::min(), 0});
+  }
+  // Adds to `out` the tasks of the key waiting to start after `from`, up to
+  // `limit` in all. Journaled rows are skipped; a read they shortened goes
+  // on after its last row. (A key's journaled tasks lie at or before its
+  // cursor, as a rule, so this reads once.)
+  Status ReadKeyHeads(int64_t qid, const std::string& key, KeyPosition from, int limit,
+                      std::vector<DueEntry>& out) {
+    while (static_cast<int>(out.size()) < limit) {
+      const int asked = limit - static_cast<int>(out.size());
+      Params p;
+      AppendKeySearch(p, qid, key, from);
+      CHRONOQ_ASSIGN_OR_RETURN(Rows r, writer_.Exec(kKeyHeads, p.Int(asked), "key heads"));
+      for (int i = 0; i < r.size(); ++i) {
+        if (!journaled_.contains(r.Int(i, 0))) out.push_back(DueAt(r, i));
+      }
+      if (r.size() < asked) break;
+      const int last = r.size() - 1;
+      from =
+          KeyPosition{FromMicros(r.Int(last, 4)), static_cast<int>(r.Int(last, 3)), r.Int(last, 0)};
+    }
+    return {};
   }
   // $1-$5: qid, key, and the position's korder, prio and seq.
   static void AppendKeySearch(Params& p, int64_t qid, const std::string& key,
