@@ -704,7 +704,13 @@ void RunHttpW5(const Options& o, int64_t n, uint64_t seed) {
         "/proc/PID/task/*/status and /proc/PID/stat): run it without --url");
   }
   std::mt19937_64 rng(seed);
-  Server server(o, "W5");
+  // chronoqd samples its statistics (the dashboard's charts) every
+  // --stats-interval-ms while it works, and after the last activity takes up
+  // to two more samples (the interval that counted it, one that counted
+  // nothing) before it sleeps. Sampled every second here (ten times as often
+  // as by default), those fall in the settling time below, before the
+  // measured idle.
+  Server server(o, "W5", {"--stats-interval-ms", "1000"});
   const pid_t pid = *server.pid();
   const std::string queue = server.Queue("w5");
   const std::string claim_path = "/v1/queues/" + cli::PercentEncode(queue) + "/claim";
@@ -750,7 +756,8 @@ void RunHttpW5(const Options& o, int64_t n, uint64_t seed) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // let the claims park
+  // Let the claims park and the statistics sampler settle (above).
+  std::this_thread::sleep_for(std::chrono::seconds(3));
 
   std::cerr << "W5: idling " << o.idle_s << " s with " << kW5Pollers << " long polls open\n";
   const auto switches0 = ThreadSwitches(pid);

@@ -135,6 +135,12 @@ struct EngineStats {
   // commit; store_error says why it is down.
   bool store_up = true;
   std::string store_error;
+  // When the engine loop, asleep, next wakes for timed work of its own (a
+  // task entering the look-ahead window, a lease ending, a waiting claim's
+  // deadline, a purge); unset while it waits only for a call. As of when it
+  // last went to sleep: nothing counted above changes before then unless a
+  // call comes in.
+  std::optional<Timestamp> next_wake;
 };
 
 }  // namespace chronoq

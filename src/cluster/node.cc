@@ -296,6 +296,8 @@ void Node::TryLead(const char* why, Duration lock_patience) {
   runtime->engine = std::move(*engine);
   server::WebhookOptions webhook_options = options_.webhooks;
   webhook_options.concurrency = options_.webhook_concurrency;
+  // Deliveries start (Serve) only once runtime->api is set below.
+  webhook_options.on_settle = [rt = runtime.get()] { rt->api->NoteActivity(); };
   runtime->webhooks = std::make_unique<server::WebhookDeliverer>(*runtime->engine, webhook_options);
   server::WebhookDeliverer* webhooks = runtime->webhooks.get();
   runtime->api = std::make_unique<server::Api>(

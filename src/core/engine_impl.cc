@@ -313,6 +313,7 @@ void EngineImpl::Loop() {
       while (pending_.empty() && !stop_) {
         const Timestamp wake = std::max(core_.NextWake(), not_before);
         if (wake <= clock_.Now()) break;
+        next_wake_.store(wake.time_since_epoch().count(), std::memory_order_relaxed);
         clock_.WaitUntil(cv_, lock.std_lock(), wake);
       }
       batch.swap(pending_);
@@ -443,6 +444,8 @@ EngineStats EngineImpl::Stats() {
   out.store_error = std::move(t.store_error);
   out.commit_ops = MakeHistogram(kCommitOpsBounds, t.commit_ops, t.commit_ops_sum);
   out.dispatch_lateness_s = MakeHistogram(kLatenessBounds, t.lateness, t.lateness_sum);
+  const Timestamp wake(Duration(next_wake_.load(std::memory_order_relaxed)));
+  if (wake != kForever) out.next_wake = wake;
   return out;
 }
 

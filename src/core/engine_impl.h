@@ -186,6 +186,9 @@ class EngineImpl final : public Engine {
 
   Mutex mu_;
   std::condition_variable cv_;  // the loop waits here for ops or its next deadline
+  // Where the loop last went to sleep until (EngineStats::next_wake), in
+  // microseconds since the epoch; kForever's count when only an op wakes it.
+  std::atomic<int64_t> next_wake_{kForever.time_since_epoch().count()};
   std::vector<Op*> pending_ CHRONOQ_GUARDED_BY(mu_);
   bool stop_ CHRONOQ_GUARDED_BY(mu_) = false;
   std::thread loop_;

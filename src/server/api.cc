@@ -230,6 +230,7 @@ Api::Api(Engine& engine, Clock& clock, std::function<void(std::function<void()>)
 
 void Api::Handle(ApiRequest request, Respond respond) {
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  sampler_.Poke();  // before the engine hears of it (StatsSampler)
   Dispatch(request, [this, respond = std::move(respond)](ApiResponse r) {
     if (r.status >= 500) {
       counters_.server_errors.fetch_add(1, std::memory_order_relaxed);

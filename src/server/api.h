@@ -119,6 +119,9 @@ class Api final : public RequestHandler {
   }
 
   const ApiCounters& counters() const { return counters_; }
+  // Notes engine activity that comes in no request (webhook deliveries
+  // settled), for the statistics history (StatsSampler::Poke). Thread-safe.
+  void NoteActivity() { sampler_.Poke(); }
 
  private:
   struct Call;

@@ -31,6 +31,7 @@
 // listening line then says https://. Not with --cluster: a node forwards
 // requests to the leader over plain HTTP (cluster/forwarder.h), so the two
 // are refused together.
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -475,6 +476,12 @@ int main(int argc, char** argv) {
 
   // Queues that ever held a task with a target are delivered by chronoqd.
   startup->webhooks.clock = &clock;
+  // The Api (below) samples the statistics; deliveries may settle before
+  // it exists, and until webhooks.Stop() returns.
+  std::atomic<server::Api*> stats_api{nullptr};
+  startup->webhooks.on_settle = [&stats_api] {
+    if (server::Api* api = stats_api.load()) api->NoteActivity();
+  };
   server::WebhookDeliverer webhooks(**engine, startup->webhooks);
   auto queues = (*engine)->ListQueues();
   if (!queues.ok()) return Fail(queues.status());
@@ -488,6 +495,7 @@ int main(int argc, char** argv) {
       [&blocking](std::function<void()> fn) { boost::asio::post(blocking, std::move(fn)); },
       [&webhooks](const std::string& queue) { webhooks.Serve(queue); },
       std::chrono::milliseconds(config.stats_interval_ms));
+  stats_api.store(&api);
   server::HttpServer http(options, api);
   if (Status s = http.Start(); !s.ok()) return Fail(s);
   const std::string where = config.store.empty() ? "data in " + config.data
@@ -504,6 +512,7 @@ int main(int argc, char** argv) {
   http.Stop([&] { (*engine)->ReleaseWaitingClaims(); });
   blocking.join();
   webhooks.Stop();
+  stats_api.store(nullptr);
   engine->reset();  // flushes the last commit
   spdlog::info("stopped");
   return 0;

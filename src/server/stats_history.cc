@@ -32,8 +32,9 @@ std::optional<double> QuantileOfGrowth(const EngineStats::Histogram& before,
   return after.bounds.empty() ? 0 : after.bounds.back();
 }
 
-void StatsHistory::Add(Timestamp now, const EngineStats& stats) {
+bool StatsHistory::Add(Timestamp now, const EngineStats& stats) {
   MutexLock lock(mu_);
+  bool counted = false;
   if (last_at_ && now > *last_at_) {
     const double seconds = std::chrono::duration<double>(now - *last_at_).count();
     auto rate = [seconds](uint64_t before, uint64_t after) {
@@ -46,11 +47,37 @@ void StatsHistory::Add(Timestamp now, const EngineStats& stats) {
     s.failed_per_s = rate(last_.failed, stats.failed);
     s.lateness_p50_s = QuantileOfGrowth(last_.dispatch_lateness_s, stats.dispatch_lateness_s, 0.5);
     s.lateness_p99_s = QuantileOfGrowth(last_.dispatch_lateness_s, stats.dispatch_lateness_s, 0.99);
+    counted = s.enqueued_per_s > 0 || s.acked_per_s > 0 || s.failed_per_s > 0 ||
+              stats.dispatch_lateness_s.total != last_.dispatch_lateness_s.total;
     samples_.push_back(s);
     while (samples_.size() > capacity_) samples_.pop_front();
   }
   last_at_ = now;
   last_ = stats;
+  return counted;
+}
+
+void StatsHistory::FillIdle(Timestamp until) {
+  MutexLock lock(mu_);
+  if (!last_at_) return;
+  // At most a full history of them: older ones would be dropped at once.
+  const int64_t whole = (until - *last_at_) / interval_;
+  if (whole <= 0) return;
+  const auto capacity = static_cast<int64_t>(capacity_);
+  const int64_t skipped = whole > capacity ? whole - capacity : 0;
+  *last_at_ += skipped * interval_;
+  for (int64_t i = skipped; i < whole; ++i) {
+    *last_at_ += interval_;
+    Sample s;
+    s.at = *last_at_;
+    samples_.push_back(s);
+    while (samples_.size() > capacity_) samples_.pop_front();
+  }
+}
+
+Timestamp StatsHistory::NextAt() const {
+  MutexLock lock(mu_);
+  return last_at_.value_or(Timestamp()) + interval_;
 }
 
 namespace {
@@ -97,16 +124,68 @@ std::string StatsHistory::Json() const {
   return out;
 }
 
-StatsSampler::StatsSampler(Engine& engine, Clock& clock, StatsHistory& history) {
+StatsSampler::StatsSampler(Engine& engine, Clock& clock, StatsHistory& history)
+    : clock_(clock), history_(history) {
   history.Add(clock.Now(), engine.Stats());
-  thread_ = std::thread([this, &engine, &clock, &history] {
-    std::unique_lock lock(mu_);
-    while (!stop_cv_.wait_for(lock, history.interval(), [this] { return stopping_; })) {
-      lock.unlock();
-      history.Add(clock.Now(), engine.Stats());
-      lock.lock();
+  thread_ = std::thread([this, &engine] { Run(engine); });
+}
+
+void StatsSampler::Run(Engine& engine) {
+  std::unique_lock lock(mu_);
+  uint64_t pokes = pokes_.load();
+  Timestamp next = history_.NextAt();
+  while (!stopping_) {
+    const Timestamp until = idle_ ? std::max(next, wake_) : next;
+    if (!poked_ && clock_.Now() < until) {
+      clock_.WaitUntil(cv_, lock, until);
+      continue;  // woken, or spuriously: look again
     }
-  });
+    if (poked_) {  // Poke filled the history up to its call
+      poked_ = false;
+      next = history_.NextAt();
+      continue;
+    }
+    const Timestamp now = clock_.Now();
+    if (idle_) {
+      // The engine's timed work is due: nothing was counted before it.
+      history_.FillIdle(std::min(now, wake_));
+      idle_ = false;
+      idle_flag_.store(false);
+      next = history_.NextAt();
+      continue;
+    }
+    lock.unlock();
+    const uint64_t before = pokes_.load();
+    const EngineStats stats = engine.Stats();
+    const bool counted = history_.Add(now, stats);
+    lock.lock();
+    next = history_.NextAt();
+    if (!counted && before == pokes) {
+      // Idle, unless a poke comes now: the flag is set before the count is
+      // read again, and Poke counts before it reads the flag (all
+      // sequentially consistent), so one of the two sees the other.
+      idle_flag_.store(true);
+      if (pokes_.load() == before) {
+        idle_ = true;
+        wake_ = stats.next_wake.value_or(kForever);
+      } else {
+        idle_flag_.store(false);
+      }
+    }
+    pokes = before;
+  }
+}
+
+void StatsSampler::Poke() {
+  pokes_.fetch_add(1);
+  if (!idle_flag_.load()) return;
+  std::lock_guard lock(mu_);
+  if (!idle_) return;
+  history_.FillIdle(clock_.Now());
+  idle_ = false;
+  idle_flag_.store(false);
+  poked_ = true;
+  cv_.notify_all();
 }
 
 StatsSampler::~StatsSampler() {
@@ -114,7 +193,7 @@ StatsSampler::~StatsSampler() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
+  cv_.notify_all();
   thread_.join();
 }
 

@@ -4,6 +4,7 @@
 // lateness histogram's growth in an interval gives its p50 and p99.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -35,8 +36,16 @@ class StatsHistory {
       : interval_(interval), capacity_(capacity) {}
 
   // Records `stats` as read at `now`: the first call sets the baseline, each
-  // later one adds a sample for the time since the previous call.
-  void Add(Timestamp now, const EngineStats& stats) CHRONOQ_EXCLUDES(mu_);
+  // later one adds a sample for the time since the previous call. Returns
+  // whether that sample counted anything (false for the baseline).
+  bool Add(Timestamp now, const EngineStats& stats) CHRONOQ_EXCLUDES(mu_);
+  // Adds an empty sample (nothing counted) for every whole interval after
+  // the last sample that ends at or before `until`: what Add would have
+  // recorded there for an engine whose counters did not move.
+  void FillIdle(Timestamp until) CHRONOQ_EXCLUDES(mu_);
+  // When the next sample is due: an interval after the last one (or the
+  // baseline).
+  Timestamp NextAt() const CHRONOQ_EXCLUDES(mu_);
   // {"interval_s":10,"samples":[{"at":..., "enqueued_per_s":..., ...}]}, oldest first.
   std::string Json() const CHRONOQ_EXCLUDES(mu_);
 
@@ -58,7 +67,20 @@ std::optional<double> QuantileOfGrowth(const EngineStats::Histogram& before,
                                        const EngineStats::Histogram& after, double q);
 
 // Adds engine.Stats() to a history every history.interval() on a thread of
-// its own, until destroyed.
+// its own (on `clock`), until destroyed; but not while nothing happens.
+//
+// An idle chronoqd must not wake up (W5: no wake-ups, docs/OPERATIONS.md,
+// "Idle cost"), and a sample every 10 s is a wake-up. So once a sample
+// counted nothing and no activity was noted (Poke) during its interval, the
+// sampler sleeps until the engine's own timed work is due
+// (EngineStats::next_wake) or until Poke. Nothing the history counts can
+// change before either: the engine's counters move in calls, which come
+// from requests and webhook deliveries, both noted first, or in its timed
+// work. Then it records the intervals it slept through as empty (FillIdle),
+// exactly what sampling would have recorded, and samples on from there. A
+// call that began before the sampler went idle and commits after it (a
+// request slower than an interval) is counted, in the interval where the
+// sampler next samples.
 class StatsSampler {
  public:
   StatsSampler(Engine& engine, Clock& clock, StatsHistory& history);
@@ -66,10 +88,24 @@ class StatsSampler {
   StatsSampler(const StatsSampler&) = delete;
   StatsSampler& operator=(const StatsSampler&) = delete;
 
+  // Notes activity that may change the engine's counters: call it before
+  // handing the engine a call. Thread-safe; an atomic increment while the
+  // sampler samples, and the idle intervals' filling when it slept.
+  void Poke();
+
  private:
+  void Run(Engine& engine);
+
+  Clock& clock_;
+  StatsHistory& history_;
+  std::atomic<uint64_t> pokes_{0};
+  std::atomic<bool> idle_flag_{false};  // idle_, for Poke to read without the lock
   std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_, as the three below
+  bool idle_ = false;      // asleep until wake_ or a poke
+  bool poked_ = false;     // a poke ended the sleep and filled the history
+  Timestamp wake_;         // the engine's next timed work when idle_ began
   std::thread thread_;
 };
 

@@ -575,6 +575,7 @@ class WebhookDeliverer::Impl : public std::enable_shared_from_this<Impl> {
   // Settles `settle` and claims again unless stopping; otherwise only
   // settles it, then ends the loop.
   void Next(const std::string& queue, std::vector<AckRequest> settle = {}) CHRONOQ_EXCLUDES(mu_) {
+    if (!settle.empty() && options_.on_settle) options_.on_settle();
     {
       MutexLock lock(mu_);
       // Under the lock: Stop() releases waiting claims once stopping_ is

@@ -31,6 +31,7 @@
 // without a target are failed ("no target") rather than left to starve.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -66,6 +67,10 @@ struct WebhookOptions {
   // connection just as it is reused.
   int max_idle_per_host = 64;
   Duration idle_timeout = std::chrono::seconds(4);
+  // Called before deliveries' outcomes go to the engine (they change its
+  // counters): chronoqd's statistics sampler hears so of activity that comes
+  // in no request (Api::NoteActivity). May be empty; any thread.
+  std::function<void()> on_settle;
 };
 
 // A URL of a webhook target, split.

@@ -1,6 +1,12 @@
 // The endpoints the dashboard reads beside the everyday ones: tasks by id
 // prefix and creation time, purging a finished task, a queue's keys with the
 // longest backlogs and its due count, the cron preview and the stats history.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +14,7 @@
 
 #include "server/api_fixture.h"
 #include "server/stats_history.h"
+#include "support/eventually.h"
 
 namespace chronoq::server {
 namespace {
@@ -174,6 +181,93 @@ TEST(StatsHistoryTest, QuantileOfGrowthInterpolatesInsideItsBucket) {
   // Above the last bound: reported as the last bound.
   EngineStats::Histogram slow{{1, 2, 4}, {0, 0, 0, 10}, 0, 10};
   EXPECT_DOUBLE_EQ(*QuantileOfGrowth(before, slow, 0.99), 4);
+}
+
+// The sampler samples every interval while the engine works, and sleeps
+// (no deadline of its own) once an interval counted nothing and no activity
+// was noted: an idle chronoqd does not wake up. A poke fills the intervals it
+// slept through with empty samples, and sampling goes on from there; the
+// engine's own timed work ends the sleep too.
+class StatsSamplerTest : public test::EngineFixture {
+ protected:
+  // How many threads wait on the clock until `deadline` now.
+  size_t WaitingUntil(Timestamp deadline) {
+    const std::vector<Timestamp> d = clock_.Deadlines();
+    return static_cast<size_t>(std::count(d.begin(), d.end(), deadline));
+  }
+  // Waits (in real time, bounded) until `n` threads wait until `deadline`.
+  void AwaitWaiters(Timestamp deadline, size_t n) {
+    ASSERT_TRUE(test::Eventually([&] { return WaitingUntil(deadline) == n; },
+                                 std::to_string(n) + " waits until " + FormatTime(deadline)));
+  }
+  static std::vector<std::pair<std::string, double>> Samples(const StatsHistory& h) {
+    std::vector<std::pair<std::string, double>> out;
+    const json parsed = json::parse(h.Json());
+    for (const json& s : parsed["samples"]) {
+      out.emplace_back(s["at"].get<std::string>(), s["enqueued_per_s"].get<double>());
+    }
+    return out;
+  }
+};
+
+TEST_F(StatsSamplerTest, SleepsWhileNothingHappensAndFillsWhatItSleptThrough) {
+  Add(2h, "later");  // the engine's own timed work: this task entering its window
+  engine_->Sync();
+  const std::optional<Timestamp> wake = engine_->Stats().next_wake;
+  ASSERT_TRUE(wake.has_value());
+  const Timestamp t0 = clock_.Now();
+  ASSERT_GT(*wake, t0 + 1h);
+  StatsHistory history(10s, 360);
+  StatsSampler sampler(*engine_, clock_, history);
+  AwaitWaiters(t0 + 10s, 1);
+  // Working: each interval is sampled.
+  sampler.Poke();
+  Add(0s, "a");
+  clock_.Advance(10s);
+  AwaitWaiters(t0 + 20s, 1);
+  EXPECT_EQ(Samples(history), (std::vector<std::pair<std::string, double>>{
+                                  {FormatTime(t0 + 10s), 0.1}}));
+  // An interval with nothing: sampled, then the sampler sleeps until the
+  // engine's timed work (which the engine loop waits for too).
+  clock_.Advance(10s);
+  AwaitWaiters(*wake, 2);
+  EXPECT_EQ(Samples(history).size(), 2u);
+  EXPECT_EQ(WaitingUntil(t0 + 30s), 0u);
+  clock_.Advance(30min);  // no wake-up, no sample
+  EXPECT_EQ(WaitingUntil(*wake), 2u);
+  EXPECT_EQ(Samples(history).size(), 2u);
+
+  // A request: the half hour slept through is filled with empty samples,
+  // then sampling goes on, and counts what the request did where it did it.
+  clock_.Advance(5s);
+  sampler.Poke();
+  Add(0s, "b");
+  std::vector<std::pair<std::string, double>> samples = Samples(history);
+  ASSERT_EQ(samples.size(), 2u + 180u);
+  EXPECT_EQ(samples.back(), std::make_pair(FormatTime(t0 + 20s + 30min), 0.0));
+  AwaitWaiters(t0 + 30s + 30min, 1);
+  clock_.Advance(5s);
+  AwaitWaiters(t0 + 40s + 30min, 1);
+  samples = Samples(history);
+  ASSERT_EQ(samples.size(), 2u + 181u);
+  EXPECT_EQ(samples.back(), std::make_pair(FormatTime(t0 + 30s + 30min), 0.1));
+
+  // Idle again, until the engine's timed work as it is now; when that is
+  // due, the sleep ends, and the intervals before it are empty.
+  engine_->Sync();
+  const std::optional<Timestamp> wake2 = engine_->Stats().next_wake;
+  ASSERT_TRUE(wake2.has_value());
+  ASSERT_GT(*wake2, t0 + 50s + 30min);
+  clock_.Advance(10s);
+  AwaitWaiters(*wake2, 2);
+  EXPECT_EQ(Samples(history).size(), 2u + 182u);
+  clock_.Set(*wake2);
+  ASSERT_TRUE(test::Eventually(
+      [&] { return history.NextAt() > *wake2 && WaitingUntil(history.NextAt()) == 1; },
+      "the sampler to sample on after the engine's timed work"));
+  samples = Samples(history);
+  EXPECT_EQ(samples.back().second, 0.0);
+  EXPECT_LE(Timestamp(ParseTime(samples.back().first).value()), *wake2);
 }
 
 TEST_F(ApiDashboardTest, StatsHistoryAnswersEvenWhenEmpty) {
