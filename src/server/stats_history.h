@@ -32,8 +32,7 @@ class StatsHistory {
     std::optional<double> lateness_p99_s;
   };
 
-  StatsHistory(Duration interval, size_t capacity)
-      : interval_(interval), capacity_(capacity) {}
+  StatsHistory(Duration interval, size_t capacity) : interval_(interval), capacity_(capacity) {}
 
   // Records `stats` as read at `now`: the first call sets the baseline, each
   // later one adds a sample for the time since the previous call. Returns

@@ -64,8 +64,7 @@ TEST_F(ApiDashboardTest, PurgeDeletesAFinishedTaskOnly) {
   EXPECT_EQ(Json(r)["state"], "cancelled");
   ExpectError(Call("GET", "/v1/tasks/a"), 404, "not_found");
   ExpectError(Call("POST", "/v1/tasks/a/purge"), 404, "not_found");
-  ExpectError(Call("POST", "/v1/tasks/a/purge", R"({"now":true})"), 400, "invalid_argument",
-              "now");
+  ExpectError(Call("POST", "/v1/tasks/a/purge", R"({"now":true})"), 400, "invalid_argument", "now");
 }
 
 TEST_F(ApiDashboardTest, TasksShowTheirLeaseTokenAndSchedule) {
@@ -91,8 +90,8 @@ TEST_F(ApiDashboardTest, TasksShowTheWorkerThatClaimedThemLast) {
   json task = Json(Call("GET", "/v1/tasks/a"));
   EXPECT_EQ(task["state"], "running");
   EXPECT_EQ(task["worker"], "billing-7:4242") << task.dump();
-  ApiResponse failed = Call("POST", "/v1/tasks/a/fail",
-                            json{{"token", lease["token"]}, {"error", "boom"}}.dump());
+  ApiResponse failed =
+      Call("POST", "/v1/tasks/a/fail", json{{"token", lease["token"]}, {"error", "boom"}}.dump());
   ASSERT_EQ(failed.status, 200) << failed.body;
   task = Json(Call("GET", "/v1/tasks/a"));
   EXPECT_EQ(task["state"], "dead");
@@ -239,8 +238,8 @@ TEST_F(StatsSamplerTest, SleepsWhileNothingHappensAndFillsWhatItSleptThrough) {
   Add(0s, "a");
   clock_.Advance(10s);
   AwaitWaiters(t0 + 20s, 1);
-  EXPECT_EQ(Samples(history), (std::vector<std::pair<std::string, double>>{
-                                  {FormatTime(t0 + 10s), 0.1}}));
+  EXPECT_EQ(Samples(history),
+            (std::vector<std::pair<std::string, double>>{{FormatTime(t0 + 10s), 0.1}}));
   // An interval with nothing: sampled, then the sampler sleeps until the
   // engine's timed work (which the engine loop waits for too).
   clock_.Advance(10s);
