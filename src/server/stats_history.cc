@@ -132,7 +132,6 @@ StatsSampler::StatsSampler(Engine& engine, Clock& clock, StatsHistory& history)
 
 void StatsSampler::Run(Engine& engine) {
   std::unique_lock lock(mu_);
-  uint64_t pokes = pokes_.load();
   Timestamp next = history_.NextAt();
   while (!stopping_) {
     const Timestamp until = idle_ ? std::max(next, wake_) : next;
@@ -155,29 +154,30 @@ void StatsSampler::Run(Engine& engine) {
       continue;
     }
     lock.unlock();
-    const uint64_t before = pokes_.load();
+    const bool noted = noted_.exchange(false);  // since the sample before
     const EngineStats stats = engine.Stats();
     const bool counted = history_.Add(now, stats);
     lock.lock();
     next = history_.NextAt();
-    if (!counted && before == pokes) {
-      // Idle, unless a poke comes now: the flag is set before the count is
-      // read again, and Poke counts before it reads the flag (all
+    if (!counted && !noted) {
+      // Idle, unless a poke comes now: the flag is set before noted_ is
+      // read again, and Poke sets noted_ before it reads the flag (all
       // sequentially consistent), so one of the two sees the other.
       idle_flag_.store(true);
-      if (pokes_.load() == before) {
+      if (!noted_.load()) {
         idle_ = true;
         wake_ = stats.next_wake.value_or(kForever);
       } else {
         idle_flag_.store(false);
       }
     }
-    pokes = before;
   }
 }
 
 void StatsSampler::Poke() {
-  pokes_.fetch_add(1);
+  // Read before it is written: while chronoqd works, noted_ is set nearly
+  // always (cleared once an interval), so a request only reads its line.
+  if (!noted_.load()) noted_.store(true);
   if (!idle_flag_.load()) return;
   std::lock_guard lock(mu_);
   if (!idle_) return;

@@ -88,8 +88,9 @@ class StatsSampler {
   StatsSampler& operator=(const StatsSampler&) = delete;
 
   // Notes activity that may change the engine's counters: call it before
-  // handing the engine a call. Thread-safe; an atomic increment while the
-  // sampler samples, and the idle intervals' filling when it slept.
+  // handing the engine a call. Thread-safe; while the sampler samples, an
+  // atomic flag that is nearly always set already (a read), and the idle
+  // intervals' filling when it slept.
   void Poke();
 
  private:
@@ -97,7 +98,7 @@ class StatsSampler {
 
   Clock& clock_;
   StatsHistory& history_;
-  std::atomic<uint64_t> pokes_{0};
+  std::atomic<bool> noted_{false};      // a poke since the last sample
   std::atomic<bool> idle_flag_{false};  // idle_, for Poke to read without the lock
   std::mutex mu_;
   std::condition_variable cv_;
