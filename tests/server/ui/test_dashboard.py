@@ -319,32 +319,37 @@ def test_a_hidden_tab_polls_nothing(browser: WebDriver, server: Chronoqd) -> Non
         browser.get(server.url + "/ui/")
         wait_until(lambda: len(cell_texts(browser)) == 3, "the overview")
 
+        def calls() -> int:
+            return int(js(browser, "return __clock.calls"))
+
+        def pending() -> List[int]:
+            return list(js(browser, "return __clock.pending()"))
+
+        def show(state: str) -> None:
+            js(browser, "Object.defineProperty(document, 'visibilityState',"
+                        " {value: arguments[0], configurable: true});"
+                        " document.dispatchEvent(new Event('visibilitychange'))", state)
+
         def refreshed(calls_before: int) -> bool:
             """A refresh made requests and, done, set its next timer 2 s on."""
-            return (js(browser, "return __clock.calls") > calls_before and
-                    js(browser, "return __clock.pending()") == [2000])
+            return calls() > calls_before and pending() == [2000]
 
-        wait_until(lambda: js(browser, "return __clock.pending()") == [2000],
-                   lambda: f"the first refresh's timer (pending: "
-                           f"{js(browser, 'return __clock.pending()')})")
-        js(browser, "Object.defineProperty(document, 'visibilityState',"
-                    " {value: 'hidden', configurable: true});"
-                    " document.dispatchEvent(new Event('visibilitychange'))")
-        calls = js(browser, "return __clock.calls")
-        assert js(browser, "return __clock.pending()") == [], "a timer left set while hidden"
+        wait_until(lambda: pending() == [2000],
+                   lambda: f"the first refresh's timer (pending: {pending()})")
+        show("hidden")
+        before = calls()
+        assert pending() == [], "a timer left set while hidden"
         js(browser, "__clock.advance(60000)")
-        assert js(browser, "return __clock.calls") == calls, "requests while the tab was hidden"
+        assert calls() == before, "requests while the tab was hidden"
 
-        js(browser, "Object.defineProperty(document, 'visibilityState',"
-                    " {value: 'visible', configurable: true});"
-                    " document.dispatchEvent(new Event('visibilitychange'))")
-        wait_until(lambda: refreshed(calls), "the refresh on being shown again")
+        show("visible")
+        wait_until(lambda: refreshed(before), "the refresh on being shown again")
         for i in range(5):
-            calls = js(browser, "return __clock.calls")
+            before = calls()
             js(browser, "__clock.advance(1999)")
-            assert js(browser, "return __clock.calls") == calls, "a refresh before its 2 s"
+            assert calls() == before, "a refresh before its 2 s"
             js(browser, "__clock.advance(1)")
-            wait_until(lambda: refreshed(calls), f"refresh {i + 1} of the visible tab")
+            wait_until(lambda: refreshed(before), f"refresh {i + 1} of the visible tab")
     finally:
         browser.close()
         browser.switch_to.window(browser.window_handles[0])
