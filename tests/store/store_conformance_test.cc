@@ -32,6 +32,7 @@ namespace chronoq {
 namespace {
 
 using std::chrono::hours;
+using std::chrono::milliseconds;
 using std::chrono::seconds;
 using test::ExpectSameRow;
 using test::FullRow;
@@ -736,6 +737,53 @@ TEST_P(StoreConformanceTest, MarkRunningManyClaimsOnlyScheduledRowsInChunks) {
   ASSERT_TRUE(untouched.ok() && untouched->has_value());
   EXPECT_EQ((*untouched)->due, kNow + seconds(5));
   EXPECT_NE((*untouched)->token, 42u);
+}
+
+// A claim hands out each row exactly as it now stands in the store, every
+// column (but the attempt ones) set to a value of its own: in a run of
+// consecutive rows and in scattered ones (the two statements of a store that
+// names runs by their ends).
+TEST_P(StoreConformanceTest, MarkRunningManyReturnsEachRowAsStored) {
+  const int64_t q = Queue("q");
+  std::vector<int64_t> seqs;
+  for (int64_t seq : {3, 5, 9, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 40}) {
+    TaskRow row = FullRow(seq, q);
+    row.name = "share:" + std::to_string(seq);
+    row.priority = static_cast<int>(-seq);
+    row.attempt = static_cast<int>(seq % 3);
+    row.max_attempts = static_cast<int>(seq + 5);
+    row.payload = R"({"n":)" + std::to_string(seq) + "}";
+    row.due = kNow - seconds(seq);
+    row.last_error = "error " + std::to_string(seq);
+    row.backoff_base = milliseconds(seq);
+    row.backoff_cap = seconds(seq);
+    row.target = R"({"url":"https://example.com/)" + std::to_string(seq) + R"("})";
+    row.sid = seq + 100;
+    row.key = "key:" + std::to_string(seq);
+    InsertCommitted(row);
+    Committed(
+        [&] { ASSERT_THAT(store_->SetResponse(seq, "response " + std::to_string(seq)), IsOk()); });
+    seqs.push_back(seq);
+  }
+  ASSERT_THAT(store_->Begin(), IsOk());
+  Result<std::vector<TaskRow>> rows =
+      store_->MarkRunningMany(seqs, kNow + seconds(30), 42, kNow + seconds(1), "w", "n");
+  ASSERT_THAT(rows, IsOk());
+  ASSERT_THAT(store_->Commit(), IsOk());
+  ASSERT_EQ(rows->size(), seqs.size());
+  std::set<int64_t> seen;
+  for (const TaskRow& got : *rows) {
+    SCOPED_TRACE("seq " + std::to_string(got.seq));
+    EXPECT_TRUE(seen.insert(got.seq).second);
+    const std::optional<TaskRow> stored = Find(got.seq);
+    ASSERT_TRUE(stored.has_value());
+    ExpectSameRow(got, *stored);
+    EXPECT_EQ(got.response, stored->response);
+    EXPECT_EQ(got.response, "response " + std::to_string(got.seq));
+    EXPECT_EQ(got.run_at, kNow - seconds(got.seq));  // the old due
+    EXPECT_EQ(got.attempt, static_cast<int>(got.seq % 3) + 1);
+    EXPECT_EQ(got.last_error, "error " + std::to_string(got.seq));
+  }
 }
 
 // A batch names runs of consecutive rows and scattered ones, repeated ones

@@ -316,16 +316,10 @@ constexpr const char* kJournalSizeLimit = "PRAGMA journal_size_limit=67108864";
   "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
   "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
   "t.response, t.sid, t.key, t.worker, t.claimed, t.node, t.attempts"
-// ... but the attempt columns (claimed, node, attempts), which a claim's
-// read-back leaves out (Store::MarkRunningMany): three columns fewer to read
-// for every claimed task.
-#define CHRONOQ_CLAIMED_COLS                                                              \
-  "t.seq, t.qid, t.state, t.due, t.prio, t.attempt, t.max_attempts, t.payload, t.name, "  \
-  "t.run_at, t.token, t.last_error, t.updated, t.backoff_base, t.backoff_cap, t.target, " \
-  "t.response, t.sid, t.key, t.worker"
 // A task with its queue's name and its schedule's (empty if none), for readers.
-#define CHRONOQ_READ_COLS                                                  \
-  "SELECT " CHRONOQ_TASK_COLS ", q.name, coalesce(s.name, '') FROM tasks t" \
+#define CHRONOQ_READ_COLS                       \
+  "SELECT " CHRONOQ_TASK_COLS                   \
+  ", q.name, coalesce(s.name, '') FROM tasks t" \
   " JOIN queues q ON q.qid = t.qid LEFT JOIN schedules s ON s.sid = t.sid WHERE "
 
 int64_t Micros(Timestamp t) { return t.time_since_epoch().count(); }
@@ -363,7 +357,7 @@ Status SqlError(sqlite3* db, std::string_view what) {
 // transaction as a rollback does.
 struct Txn {
   bool open = false;
-  Status lost;  // the error after which SQLite rolled the transaction back
+  Status lost;           // the error after which SQLite rolled the transaction back
   bool pending = false;  // rows written behind are waiting
   bool flushing = false;
   std::function<Status()> flush;  // writes them
@@ -382,8 +376,28 @@ struct Txn {
   }
 };
 
+// The nullable reads of a row's values, for anything with IsNull, Int and
+// Text by column: a statement's result (Stmt) or a SQL function's arguments
+// (FunctionArgs).
+template <typename Values>
+class NullableReads {
+ public:
+  std::optional<int64_t> OptInt(int c) const {
+    return self().IsNull(c) ? std::nullopt : std::optional<int64_t>(self().Int(c));
+  }
+  std::optional<Timestamp> OptTime(int c) const {
+    return self().IsNull(c) ? std::nullopt : std::optional<Timestamp>(FromMicros(self().Int(c)));
+  }
+  std::optional<std::string> OptText(int c) const {
+    return self().IsNull(c) ? std::nullopt : std::optional<std::string>(self().Text(c));
+  }
+
+ private:
+  const Values& self() const { return static_cast<const Values&>(*this); }
+};
+
 // A prepared statement that is reset (not finalized) between uses.
-class Stmt {
+class Stmt : public NullableReads<Stmt> {
  public:
   Stmt() = default;
   Stmt(const Stmt&) = delete;
@@ -468,15 +482,6 @@ class Stmt {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, c));
     return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, c))) : std::string();
   }
-  std::optional<int64_t> OptInt(int c) const {
-    return IsNull(c) ? std::nullopt : std::optional<int64_t>(Int(c));
-  }
-  std::optional<Timestamp> OptTime(int c) const {
-    return IsNull(c) ? std::nullopt : std::optional<Timestamp>(FromMicros(Int(c)));
-  }
-  std::optional<std::string> OptText(int c) const {
-    return IsNull(c) ? std::nullopt : std::optional<std::string>(Text(c));
-  }
 
   // Reads the CHRONOQ_TASK_COLS columns starting at column 0.
   TaskRow Row() const {
@@ -501,12 +506,9 @@ class Stmt {
     r.sid = OptInt(17);
     r.key = OptText(18);
     r.worker = OptText(19);
-    // A claim's read-back leaves them out (kClaimedCols).
-    if (sqlite3_column_count(s_) > 20) {
-      r.claimed = OptTime(20);
-      r.node = OptText(21);
-      r.attempts = OptText(22);
-    }
+    r.claimed = OptTime(20);
+    r.node = OptText(21);
+    r.attempts = OptText(22);
     return r;
   }
 
@@ -515,6 +517,75 @@ class Stmt {
   Txn* txn_ = nullptr;
   sqlite3_stmt* s_ = nullptr;
 };
+
+// A SQL function's arguments, read as a statement's columns are.
+class FunctionArgs : public NullableReads<FunctionArgs> {
+ public:
+  explicit FunctionArgs(sqlite3_value** argv) : argv_(argv) {}
+  bool IsNull(int c) const { return sqlite3_value_type(argv_[c]) == SQLITE_NULL; }
+  int64_t Int(int c) const { return sqlite3_value_int64(argv_[c]); }
+  std::string Text(int c) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_value_text(argv_[c]));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_value_bytes(argv_[c]))) : std::string();
+  }
+
+ private:
+  sqlite3_value** argv_;
+};
+
+// A claim's rows as its UPDATE writes them. The UPDATE sets its worker column
+// through chronoq_claimed(worker, <the old row's CHRONOQ_CLAIMING_ARGS>),
+// which returns the worker and appends the row as claimed to the capture in
+// effect: reading the claimed rows back with a SELECT walked them a second
+// time (a sixth of W2's engine loop), while the UPDATE reads every column of
+// each row anyway.
+#define CHRONOQ_CLAIMING_ARGS                                                             \
+  "seq, qid, prio, attempt, max_attempts, payload, name, due, last_error, backoff_base, " \
+  "backoff_cap, target, response, sid, key"
+struct ClaimCapture {
+  std::vector<TaskRow>* rows = nullptr;  // nullptr: no claim is running
+  Timestamp lease_until;
+  uint64_t token = 0;
+  Timestamp now;
+  const std::string* worker = nullptr;
+};
+constexpr int kClaimingArgs = 16;  // the worker and CHRONOQ_CLAIMING_ARGS
+
+void ClaimedFunction(sqlite3_context* ctx, int argc, sqlite3_value** argv) {
+  auto* capture = static_cast<ClaimCapture*>(sqlite3_user_data(ctx));
+  if (capture->rows == nullptr || argc != kClaimingArgs) {
+    sqlite3_result_error(ctx, "chronoq_claimed() runs only in a claim's UPDATE", -1);
+    return;
+  }
+  const FunctionArgs a(argv + 1);
+  try {
+    TaskRow& r = capture->rows->emplace_back();
+    r.seq = a.Int(0);
+    r.qid = a.Int(1);
+    r.state = TaskState::kRunning;
+    r.due = capture->lease_until;
+    r.priority = static_cast<int>(a.Int(2));
+    r.attempt = static_cast<int>(a.Int(3)) + 1;
+    r.max_attempts = static_cast<int>(a.Int(4));
+    r.payload = a.Text(5);
+    r.name = a.OptText(6);
+    r.run_at = a.OptTime(7);
+    r.token = capture->token;
+    r.last_error = a.OptText(8);
+    r.updated = capture->now;
+    if (!a.IsNull(9)) r.backoff_base = Duration(a.Int(9));
+    if (!a.IsNull(10)) r.backoff_cap = Duration(a.Int(10));
+    r.target = a.OptText(11);
+    r.response = a.OptText(12);
+    r.sid = a.OptInt(13);
+    r.key = a.OptText(14);
+    if (!capture->worker->empty()) r.worker = *capture->worker;
+  } catch (const std::bad_alloc&) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_value(ctx, argv[0]);
+}
 
 // Runs `stmt` expecting at most one row; `read` converts it.
 template <typename T, typename F>
@@ -598,6 +669,12 @@ class SqliteStore final : public Store {
     CHRONOQ_RETURN_IF_ERROR(Exec(reader_, "PRAGMA query_only=1"));
     CHRONOQ_ASSIGN_OR_RETURN(checkpoint_db_, OpenConnection(path, /*writer=*/false, vfs));
     CHRONOQ_RETURN_IF_ERROR(Exec(checkpoint_db_, kJournalSizeLimit));
+    // Direct only: no trigger or view can call it.
+    if (sqlite3_create_function_v2(writer_, "chronoq_claimed", kClaimingArgs,
+                                   SQLITE_UTF8 | SQLITE_DIRECTONLY, &claim_capture_,
+                                   &ClaimedFunction, nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return SqlError(writer_, "create chronoq_claimed()");
+    }
     // Replaces SQLite's automatic checkpoint on the writer.
     sqlite3_wal_hook(writer_, &SqliteStore::OnWalCommit, this);
     checkpointer_ = std::thread([this] {
@@ -867,22 +944,17 @@ class SqliteStore final : public Store {
                                                const std::string& node) override {
     std::vector<TaskRow> out;
     out.reserve(seqs.size());
+    // The UPDATE hands over each row it claims (ClaimedFunction).
+    claim_capture_ = {&out, lease_until, token, now, &worker};
     Status status = ForEachSeqSet(seqs, [&](SeqSet set, const auto& bind) -> Status {
       Stmt& update = w_.mark_running[set].Reset();
       update.Bind(1, lease_until).Bind(2, static_cast<int64_t>(token)).Bind(3, now);
       if (!worker.empty()) update.Bind(4, worker);  // else NULL
       if (!node.empty()) update.Bind(5, node);
       bind(update, 6);
-      CHRONOQ_RETURN_IF_ERROR(update.Run("claim tasks"));
-      // Read back exactly the rows this statement claimed.
-      Stmt& read = w_.read_claimed[set].Reset();
-      read.Bind(1, static_cast<int64_t>(token)).Bind(2, now);
-      bind(read, 3);
-      int rc;
-      while ((rc = read.Step()) == SQLITE_ROW) out.push_back(read.Row());
-      read.Reset();
-      return rc == SQLITE_DONE ? Status() : WriterError("read claimed tasks");
+      return update.Run("claim tasks");
     });
+    claim_capture_ = {};
     if (!status.ok()) return status;
     return out;
   }
@@ -1187,11 +1259,11 @@ class SqliteStore final : public Store {
   Result<std::vector<KeyBacklog>> KeyBacklogs(const std::string& queue, int limit) override {
     MutexLock lock(reader_mu_);
     Stmt s;
-    CHRONOQ_RETURN_IF_ERROR(s.Prepare(
-        reader_,
-        "SELECT t.key, count(*) FROM tasks t JOIN queues q ON q.qid = t.qid"
-        " WHERE q.name = ?1 AND t.key IS NOT NULL AND t.state = 0"
-        " GROUP BY t.key ORDER BY count(*) DESC, t.key LIMIT ?2"));
+    CHRONOQ_RETURN_IF_ERROR(
+        s.Prepare(reader_,
+                  "SELECT t.key, count(*) FROM tasks t JOIN queues q ON q.qid = t.qid"
+                  " WHERE q.name = ?1 AND t.key IS NOT NULL AND t.state = 0"
+                  " GROUP BY t.key ORDER BY count(*) DESC, t.key LIMIT ?2"));
     s.Bind(1, queue).Bind(2, static_cast<int64_t>(limit));
     std::vector<KeyBacklog> out;
     int rc;
@@ -1536,7 +1608,7 @@ class SqliteStore final : public Store {
     for (size_t k = 0; k < kRowsPerInsert; ++k) {
       insert_many_sql += (k ? "," : "") + InsertValues(static_cast<int>(k) * kInsertParams);
     }
-    std::string mark_succeeded_sql[2], mark_running_sql[2], read_claimed_sql[2];
+    std::string mark_succeeded_sql[2], mark_running_sql[2];
     for (SeqSet set : {kSeqRun, kSeqList}) {
       mark_succeeded_sql[set] =
           "UPDATE tasks SET state=2, due=?1, token=NULL, updated=?2 WHERE +state=1 AND seq " +
@@ -1544,11 +1616,10 @@ class SqliteStore final : public Store {
       // The claim records itself (claimed, node) for the attempt history.
       mark_running_sql[set] =
           "UPDATE tasks SET state=1, run_at=due, due=?1, token=?2, attempt=attempt+1, updated=?3,"
-          " worker=?4, claimed=?3, node=?5 WHERE +state=0 AND seq " +
+          " worker=chronoq_claimed(?4, " CHRONOQ_CLAIMING_ARGS
+          "), claimed=?3, node=?5"
+          " WHERE +state=0 AND seq " +
           SeqSetSql(set, 6);
-      read_claimed_sql[set] = "SELECT " CHRONOQ_CLAIMED_COLS
-                              " FROM tasks t WHERE +t.token=?1 AND +t.updated=?2 AND t.seq " +
-                              SeqSetSql(set, 3) + " ORDER BY t.seq";
     }
     const std::string select_schedule = std::string("SELECT ") + kScheduleCols + " FROM schedules";
     const std::string schedule_by_sid_sql = select_schedule + " WHERE sid=?1";
@@ -1595,8 +1666,6 @@ class SqliteStore final : public Store {
         {&w_.by_name, "SELECT " CHRONOQ_TASK_COLS " FROM tasks t WHERE t.name = ?1"},
         {&w_.mark_running[kSeqRun], mark_running_sql[kSeqRun].c_str()},
         {&w_.mark_running[kSeqList], mark_running_sql[kSeqList].c_str()},
-        {&w_.read_claimed[kSeqRun], read_claimed_sql[kSeqRun].c_str()},
-        {&w_.read_claimed[kSeqList], read_claimed_sql[kSeqList].c_str()},
         // Leaving `scheduled` keeps the instant it was due in run_at; entering
         // it clears run_at, since due is the run time again.
         {&w_.move,
@@ -1707,14 +1776,15 @@ class SqliteStore final : public Store {
   int signalled_at_pages_ = 0;  // writer thread only: WAL size at the last signal
   sqlite3* writer_ = nullptr;
   sqlite3* reader_ = nullptr;
-  Txn txn_;  // engine loop thread only
+  Txn txn_;                      // engine loop thread only
+  ClaimCapture claim_capture_;   // engine loop thread only
   std::vector<TaskRow> behind_;  // rows Insert writes behind; engine loop thread only
   struct WriterStatements {
     Stmt begin, commit, rollback, savepoint, release, rollback_to;
     Stmt queue_id, queue_add, queues, queue_settings, queue_counts;
     Stmt insert, insert_many, insert_behind, overwrite, remove, by_seq, by_name, move, set_due,
         set_payload, set_response, save_token;
-    Stmt mark_running[2], read_claimed[2], mark_succeeded[2];  // by SeqSet
+    Stmt mark_running[2], mark_succeeded[2];  // by SeqSet
     Stmt load_scheduled, next_scheduled, load_running, purge, next_purge;
     Stmt key_head_same, key_head_next, key_pending_same, key_pending_next, key_retries, key_cursor,
         key_cursor_save, key_cursor_lower, key_cursor_drop;
