@@ -51,10 +51,13 @@ JOURNAL = (
 READ_BACK = "SELECT count(*), sum(length(payload)) FROM tasks WHERE seq BETWEEN ? AND ?"
 
 
-def run(mode, path):
+def open_filled(path, schema, page_size=4096):
+    """A database at `path` of `schema`, holding N scheduled tasks (also
+    used by indexes.py)."""
     db = sqlite3.connect(path, isolation_level=None)
+    db.execute(f"PRAGMA page_size={page_size}")
     db.executescript("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;")
-    db.executescript(SCHEMA)
+    db.executescript(schema)
     db.execute("BEGIN")
     db.executemany(
         "INSERT INTO tasks(seq, qid, state, due, prio, attempt, max_attempts, payload, updated)"
@@ -62,6 +65,11 @@ def run(mode, path):
         ((i, NOW + i % 1000, NOW) for i in range(1, N + 1)))
     db.execute("COMMIT")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db
+
+
+def run(mode, path):
+    db = open_filled(path, SCHEMA)
     claimed = 0
     start = time.perf_counter()
     for lo in range(1, N + 1, BATCH):
